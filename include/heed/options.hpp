@@ -1,0 +1,36 @@
+#pragma once
+// The options of one attention call, shared by plan_attention and attention.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "heed/tensor.hpp"
+
+namespace heed {
+
+// Which route the caller asks for. Auto lets the planner choose; the others force a
+// route (as PyTorch's sdpa_kernel does) and fail with the reason where it cannot serve.
+enum class RouteChoice { Auto, Vector, Tiled, Composed };
+
+struct AttentionOptions {
+  // Bottom-right aligned: query i sees key j iff j <= i + (Lk - Lq).
+  bool causal = false;
+  // Broadcastable to [B, Hq, Lq, Lk] (rank 2 [Lq, Lk] or rank 4 [B|1, Hq|1, Lq|1, Lk|1]).
+  // DType::Bool: true (non-zero byte) attends. Floating: added to the scaled scores.
+  // May be combined with `causal`: a key must pass both.
+  std::optional<TensorView> mask;
+  // Sliding window, causal only: query i also needs j > i + (Lk - Lq) - window.
+  std::optional<std::int64_t> window;
+  // One logit per query head, shape [Hq], floating; adds exp(sink) to the softmax
+  // denominator, unscaled, and no value row.
+  std::optional<TensorView> sinks;
+  // No intermediate of score size may exceed this many bytes (must be > 0).
+  std::optional<std::int64_t> max_score_bytes;
+  RouteChoice route = RouteChoice::Auto;
+  // Caller-owned scratch of at least the plan's scratch_bytes; heed then allocates nothing.
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+};
+
+}  // namespace heed

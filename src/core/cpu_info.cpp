@@ -1,0 +1,70 @@
+#include "core/cpu_info.hpp"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+
+namespace heed {
+namespace {
+
+int available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    const int count = CPU_COUNT(&set);
+    if (count > 0) return count;
+  }
+  const unsigned hardware = std::thread::hardware_concurrency();
+  return hardware > 0 ? static_cast<int>(hardware) : 1;
+}
+
+int thread_count() {
+  if (const char* value = std::getenv("HEED_NUM_THREADS")) {
+    char* end = nullptr;
+    const long requested = std::strtol(value, &end, 10);
+    if (end != value && *end == '\0' && requested >= 1 && requested <= 4096) {
+      return static_cast<int>(requested);
+    }
+  }
+  return available_cores();
+}
+
+// Size in bytes of cache `index` of cpu0 from sysfs ("48K"), or 0.
+std::size_t sysfs_cache_bytes(int index) {
+  std::ifstream file("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
+  std::string text;
+  if (!(file >> text) || text.empty()) return 0;
+  std::size_t value = std::strtoull(text.c_str(), nullptr, 10);
+  if (text.back() == 'K') value <<= 10;
+  if (text.back() == 'M') value <<= 20;
+  return value;
+}
+
+std::size_t cache_bytes(int level, std::size_t fallback) {
+  // sysfs: index0 L1d, index1 L1i, index2 L2.
+  std::size_t bytes = sysfs_cache_bytes(level == 1 ? 0 : 2);
+  if (bytes == 0) {
+    const long reported = sysconf(level == 1 ? _SC_LEVEL1_DCACHE_SIZE : _SC_LEVEL2_CACHE_SIZE);
+    bytes = reported > 0 ? static_cast<std::size_t>(reported) : fallback;
+  }
+  return bytes;
+}
+
+}  // namespace
+
+const CpuInfo& cpu_info() {
+  static const CpuInfo info = [] {
+    CpuInfo result;
+    result.threads = thread_count();
+    result.l1d_bytes = cache_bytes(1, std::size_t{32} << 10);
+    result.l2_bytes = cache_bytes(2, std::size_t{1} << 20);
+    return result;
+  }();
+  return info;
+}
+
+}  // namespace heed

@@ -1,0 +1,34 @@
+#include "heed/tensor.hpp"
+
+#include "core/format.hpp"
+#include "heed/error.hpp"
+
+namespace heed {
+
+TensorView::TensorView(void* data_, DType dtype_, Shape shape_, Device device_)
+    : data(data_), dtype(dtype_), shape(std::move(shape_)), device(device_) {
+  strides = contiguous_strides(shape);
+}
+
+TensorView::TensorView(void* data_, DType dtype_, Shape shape_, std::vector<std::int64_t> strides_,
+                       Device device_)
+    : data(data_), dtype(dtype_), shape(std::move(shape_)), strides(std::move(strides_)),
+      device(device_) {}
+
+bool TensorView::is_contiguous() const {
+  if (strides.size() != static_cast<std::size_t>(shape.rank())) return false;
+  std::int64_t expected = 1;
+  for (int axis = shape.rank() - 1; axis >= 0; --axis) {
+    if (shape[axis] == 1) continue;
+    if (strides[static_cast<std::size_t>(axis)] != expected) return false;
+    expected *= shape[axis];
+  }
+  return true;
+}
+
+bool TensorView::last_dim_contiguous() const {
+  if (shape.rank() == 0) return true;
+  return shape[shape.rank() - 1] <= 1 || strides.back() == 1;
+}
+
+}  // namespace heed

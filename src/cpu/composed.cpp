@@ -1,0 +1,130 @@
+// The composed route: per (batch, query head, row block), S = scale·Q·Kᵀ on BLAS, one fused
+// pass over S for masks, window, sinks and the softmax, then O = P·V on BLAS. Composed is
+// one block of all Lq rows; ComposedBlocks splits Lq under the score cap.
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+
+#include "cpu/kernels.hpp"
+#include "cpu/load.hpp"
+#include "cpu/parallel.hpp"
+#include "cpu/softmax.hpp"
+#include "heed/profile.hpp"
+
+namespace heed::cpu {
+namespace {
+
+// heed threads over tasks; BLAS runs single-threaded inside each.
+void use_single_threaded_blas() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+int blas_int(std::int64_t value) { return static_cast<int>(std::max<std::int64_t>(value, 1)); }
+
+// A row-major matrix for BLAS: rows of `ld` floats.
+struct Matrix {
+  const float* data;
+  std::int64_t ld;
+};
+
+// Rows [first, first + count) of head (b, head) of a [B, H, L, E] tensor, in place or packed.
+Matrix rows_of(const void* base, DType dtype, const Strides& strides, std::int64_t b, std::int64_t head,
+               std::int64_t first, std::int64_t count, std::int64_t width, float* pack) {
+  const std::int64_t offset = b * strides[0] + head * strides[1] + first * strides[2];
+  if (pack == nullptr) return {static_cast<const float*>(base) + offset, std::max(strides[2], width)};
+  for (std::int64_t row = 0; row < count; ++row) {
+    load_row(base, dtype, offset + row * strides[2], strides[3], width, pack + row * width);
+  }
+  return {pack, width};
+}
+
+// One fused pass over a row of probabilities-to-be: masks, max, exp, sum with the sink, and
+// normalisation; a fully masked row becomes zeros.
+void softmax_row(const AttentionParams& p, std::int64_t b, std::int64_t h, std::int64_t i, float* s) {
+  const std::int64_t keys = p.kv_len;
+  mask_scores(p, b, h, i, 0, keys, s);
+  float row_max = kNegInf;
+  for (std::int64_t j = 0; j < keys; ++j) row_max = std::fmax(row_max, s[j]);
+  if (row_max == kNegInf) {
+    std::fill(s, s + keys, 0.0f);
+    return;
+  }
+  float frame = row_max;
+  float sink_weight = 0.0f;
+  if (p.sinks != nullptr) {
+    const float sink = sink_logit(p, h);
+    frame = std::fmax(row_max, sink);
+    sink_weight = std::exp(sink - frame);
+  }
+  float sum = 0.0f;
+  for (std::int64_t j = 0; j < keys; ++j) {
+    s[j] = std::exp(s[j] - frame);
+    sum += s[j];
+  }
+  const float inverse = 1.0f / (sum + sink_weight);
+  for (std::int64_t j = 0; j < keys; ++j) s[j] *= inverse;
+}
+
+struct ComposedBuffers {
+  float* scores;
+  float* out;
+  float* q;  // null: BLAS reads the caller's rows in place
+  float* k;
+  float* v;
+};
+
+void run_block(const AttentionParams& p, const ComposedBuffers& t, std::int64_t b, std::int64_t h,
+               std::int64_t first_row, std::int64_t rows, std::int64_t& packed_kv) {
+  const std::int64_t kv_head = h / p.group();
+  const std::int64_t Lk = p.kv_len, D = p.head_dim, Dv = p.value_dim;
+  const Matrix q = rows_of(p.q, p.dtype, p.q_strides, b, h, first_row, rows, D, t.q);
+  // Packed K and V stay valid while consecutive tasks share a key head.
+  const std::int64_t kv_id = b * p.kv_heads + kv_head;
+  const bool reuse = t.k != nullptr && packed_kv == kv_id;
+  const Matrix k = rows_of(p.k, p.dtype, p.k_strides, b, kv_head, 0, reuse ? 0 : Lk, D, t.k);
+  const Matrix v = rows_of(p.v, p.dtype, p.v_strides, b, kv_head, 0, reuse ? 0 : Lk, Dv, t.v);
+  packed_kv = kv_id;
+  if (Lk > 0 && D > 0) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(rows), blas_int(Lk), blas_int(D), p.scale,
+                q.data, blas_int(q.ld), k.data, blas_int(k.ld), 0.0f, t.scores, blas_int(Lk));
+  } else {
+    std::fill(t.scores, t.scores + rows * Lk, 0.0f);
+  }
+  for (std::int64_t row = 0; row < rows; ++row) softmax_row(p, b, h, first_row + row, t.scores + row * Lk);
+  if (Lk > 0) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(rows), blas_int(Dv), blas_int(Lk), 1.0f,
+                t.scores, blas_int(Lk), v.data, blas_int(v.ld), 0.0f, t.out, blas_int(Dv));
+  } else {
+    std::fill(t.out, t.out + rows * Dv, 0.0f);
+  }
+  for (std::int64_t row = 0; row < rows; ++row) {
+    store_row(p.out, p.dtype, b * p.out_strides[0] + h * p.out_strides[1] + (first_row + row) * p.out_strides[2],
+              p.out_strides[3], Dv, t.out + row * Dv);
+  }
+}
+
+}  // namespace
+
+void run_composed(const AttentionParams& p, const plan::CpuRoute& r, std::byte* scratch) {
+  use_single_threaded_blas();
+  const std::int64_t blocks = (p.q_len + r.rows - 1) / r.rows;
+  profile::record(r.plan.kernel_name.c_str(), blocks, p.q_heads, p.batch);
+  std::vector<std::int64_t> packed_kv(static_cast<std::size_t>(std::max(r.plan.workers, 1)), -1);
+  parallel_for(r.plan.workers, p.batch * p.q_heads * blocks, [&](std::int64_t task, int worker) {
+    const auto w = static_cast<std::size_t>(worker);
+    const ComposedBuffers buffers{r.scores.at<float>(scratch, w), r.out_rows.at<float>(scratch, w),
+                                  r.q_rows.at<float>(scratch, w), r.k_rows.at<float>(scratch, w),
+                                  r.v_rows.at<float>(scratch, w)};
+    const std::int64_t block = task % blocks;
+    const std::int64_t head = (task / blocks) % p.q_heads;
+    const std::int64_t batch = task / (blocks * p.q_heads);
+    const std::int64_t first_row = block * r.rows;
+    run_block(p, buffers, batch, head, first_row, std::min(r.rows, p.q_len - first_row), packed_kv[w]);
+  });
+}
+
+}  // namespace heed::cpu

@@ -1,0 +1,16 @@
+#pragma once
+// The CPU routes. Each runs one plan over the caller's tensors with the scratch the plan
+// laid out, and records its dispatches with the profiler.
+
+#include <cstddef>
+
+#include "cpu/params.hpp"
+#include "plan/cpu_plan.hpp"
+
+namespace heed::cpu {
+
+void run_vector(const AttentionParams& params, const plan::CpuRoute& route, std::byte* scratch);
+void run_tiled(const AttentionParams& params, const plan::CpuRoute& route, std::byte* scratch);
+void run_composed(const AttentionParams& params, const plan::CpuRoute& route, std::byte* scratch);
+
+}  // namespace heed::cpu

@@ -1,0 +1,59 @@
+#pragma once
+// Conversions between the caller's strided rows and float32 rows.
+
+#include <cstdint>
+#include <cstring>
+
+#include "heed/dtype.hpp"
+
+namespace heed::cpu {
+
+inline float load_element(const void* base, DType dtype, std::int64_t offset) {
+  switch (dtype) {
+    case DType::Float32: return static_cast<const float*>(base)[offset];
+    case DType::Float16: return half_bits_to_float(static_cast<const std::uint16_t*>(base)[offset]);
+    case DType::BFloat16: return bfloat16_bits_to_float(static_cast<const std::uint16_t*>(base)[offset]);
+    case DType::Bool: return static_cast<const std::uint8_t*>(base)[offset] != 0 ? 1.0f : 0.0f;
+  }
+  return 0.0f;
+}
+
+// dst[e] = float(row[e * stride]) for e < count, row starting at element `offset`.
+inline void load_row(const void* base, DType dtype, std::int64_t offset, std::int64_t stride,
+                     std::int64_t count, float* dst) {
+  if (dtype == DType::Float32 && stride == 1) {
+    std::memcpy(dst, static_cast<const float*>(base) + offset, static_cast<std::size_t>(count) * sizeof(float));
+    return;
+  }
+  if (dtype == DType::BFloat16) {
+    const auto* row = static_cast<const std::uint16_t*>(base) + offset;
+    for (std::int64_t e = 0; e < count; ++e) dst[e] = bfloat16_bits_to_float(row[e * stride]);
+    return;
+  }
+  for (std::int64_t e = 0; e < count; ++e) dst[e] = load_element(base, dtype, offset + e * stride);
+}
+
+// row[e * stride] = dtype(src[e]), rounding to nearest even.
+inline void store_row(void* base, DType dtype, std::int64_t offset, std::int64_t stride, std::int64_t count,
+                      const float* src) {
+  switch (dtype) {
+    case DType::Float32: {
+      float* row = static_cast<float*>(base) + offset;
+      for (std::int64_t e = 0; e < count; ++e) row[e * stride] = src[e];
+      return;
+    }
+    case DType::Float16: {
+      auto* row = static_cast<std::uint16_t*>(base) + offset;
+      for (std::int64_t e = 0; e < count; ++e) row[e * stride] = float_to_half_bits(src[e]);
+      return;
+    }
+    case DType::BFloat16: {
+      auto* row = static_cast<std::uint16_t*>(base) + offset;
+      for (std::int64_t e = 0; e < count; ++e) row[e * stride] = float_to_bfloat16_bits(src[e]);
+      return;
+    }
+    case DType::Bool: return;
+  }
+}
+
+}  // namespace heed::cpu

@@ -1,0 +1,17 @@
+#pragma once
+// The float64 oracle, used only by tests and the benchmark's correctness check. Written
+// independently of heed's kernels: the definition of attention, one row at a time.
+
+#include <vector>
+
+#include "heed/options.hpp"
+#include "heed/tensor.hpp"
+
+namespace heed::reference {
+
+// out[b, h, i, :] in float64, contiguous [B, Hq, Lq, Dv]. Reads q, k, v, mask and sinks
+// through their strides and dtypes; options.max_score_bytes and options.route are ignored.
+std::vector<double> attention(const TensorView& q, const TensorView& k, const TensorView& v,
+                              double scale, const AttentionOptions& options);
+
+}  // namespace heed::reference

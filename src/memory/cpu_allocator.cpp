@@ -1,0 +1,82 @@
+#include "memory/cpu_allocator.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "core/format.hpp"
+#include "heed/error.hpp"
+#include "heed/memory.hpp"
+
+namespace heed {
+namespace {
+
+std::atomic<std::size_t> g_active{0};
+std::atomic<std::size_t> g_peak{0};
+
+void raise_peak(std::size_t active) {
+  std::size_t peak = g_peak.load(std::memory_order_relaxed);
+  while (active > peak && !g_peak.compare_exchange_weak(peak, active, std::memory_order_relaxed)) {
+  }
+}
+
+}  // namespace
+
+MemoryStats memory_stats(Device device) {
+  if (device.type != DeviceType::CPU) {
+    throw Error(ErrorKind::Unsupported,
+                format("[heed::memory_stats] no allocator for device {} in this build", device.to_string()));
+  }
+  return {g_active.load(), g_peak.load()};
+}
+
+void reset_peak(Device device) {
+  if (device.type != DeviceType::CPU) {
+    throw Error(ErrorKind::Unsupported,
+                format("[heed::reset_peak] no allocator for device {} in this build", device.to_string()));
+  }
+  g_peak.store(g_active.load());
+}
+
+namespace memory {
+
+std::size_t rounded_size(std::size_t bytes) {
+  return (bytes + kAllocationAlignment - 1) / kAllocationAlignment * kAllocationAlignment;
+}
+
+void* cpu_allocate(std::size_t bytes, const char* op, const char* what) {
+  if (bytes == 0) return nullptr;
+  const std::size_t size = rounded_size(bytes);
+  if (size < bytes) {
+    throw Error(ErrorKind::OutOfMemory, format("[{}] could not allocate {} bytes for {}", op, bytes, what));
+  }
+  void* pointer = std::aligned_alloc(kAllocationAlignment, size);
+  if (pointer == nullptr) {
+    throw Error(ErrorKind::OutOfMemory, format("[{}] could not allocate {} bytes for {}", op, size, what));
+  }
+  raise_peak(g_active.fetch_add(size) + size);
+  return pointer;
+}
+
+void cpu_free(void* pointer, std::size_t bytes) {
+  if (pointer == nullptr) return;
+  std::free(pointer);
+  g_active.fetch_sub(rounded_size(bytes));
+}
+
+Scratch::Scratch(std::size_t bytes, void* workspace, const char* op) : bytes_(bytes) {
+  if (bytes == 0) return;
+  if (workspace != nullptr) {
+    data_ = static_cast<std::byte*>(workspace);
+  } else {
+    data_ = static_cast<std::byte*>(cpu_allocate(bytes, op, "scratch"));
+    owned_ = true;
+  }
+}
+
+Scratch::~Scratch() {
+  if (owned_) cpu_free(data_, bytes_);
+}
+
+}  // namespace memory
+}  // namespace heed

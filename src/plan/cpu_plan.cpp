@@ -1,0 +1,301 @@
+#include "plan/cpu_plan.hpp"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+
+#include "core/cpu_info.hpp"
+#include "core/format.hpp"
+#include "heed/error.hpp"
+#include "plan/cpu_tables.hpp"
+
+namespace heed::plan {
+namespace {
+
+using namespace cpu;
+constexpr std::int64_t kFloat = 4;
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return b == 0 ? 0 : (a + b - 1) / b; }
+
+// Bytes of `count_a * count_b` float32 values, overflow-checked.
+std::size_t float_bytes(std::int64_t count_a, std::int64_t count_b, const char* what) {
+  return static_cast<std::size_t>(checked_mul(checked_mul(count_a, count_b, kOp, what), kFloat, kOp, what));
+}
+
+std::string describe(const Problem& p) {
+  std::string text = format("shape: B {}, Hq {} / Hkv {} (group {}), Lq {}, Lk {}, D {}, Dv {}, {}", p.batch,
+                            p.q_heads, p.kv_heads, p.group(), p.q_len, p.kv_len, p.head_dim,
+                            p.value_dim, to_string(p.dtype));
+  if (p.causal) text += ", causal";
+  if (p.window) text += format(", window {}", p.window);
+  if (p.mask == MaskKind::Bool) text += ", boolean mask";
+  if (p.mask == MaskKind::Additive) text += ", additive mask";
+  if (p.sinks) text += ", sinks";
+  if (p.max_score_bytes) text += format(", max_score_bytes {}", *p.max_score_bytes);
+  return text;
+}
+
+// The keys one query row can see at most: the window bounds it; [first, last) over all rows.
+std::int64_t visible_key_span(const Problem& p) {
+  if (p.window == 0) return p.kv_len;
+  return std::min(p.kv_len, checked_add(p.window, p.q_len - 1, kOp, "window + Lq"));
+}
+
+struct Fit {
+  std::int64_t a = 0;  // rows (composed), block_q (tiled), key_chunk (vector)
+  std::int64_t b = 0;  // block_k (tiled)
+  std::size_t intermediate = 0;
+  bool capped = false;  // the cap made the blocking smaller than the route's own choice
+};
+
+// Largest blocking of each route whose score-sized intermediate fits the cap, or nullopt
+// with min_cap set to the smallest cap the route accepts.
+std::optional<Fit> fit_composed(const Problem& p, std::size_t& min_cap) {
+  const std::size_t row_bytes = float_bytes(1, p.kv_len, "a score row");
+  const std::size_t all_rows = float_bytes(p.q_len, p.kv_len, "the scores of one head");
+  min_cap = std::max<std::size_t>(row_bytes, 1);
+  if (!p.max_score_bytes || all_rows <= static_cast<std::size_t>(*p.max_score_bytes)) {
+    return Fit{p.q_len, 0, all_rows};
+  }
+  const auto rows = static_cast<std::int64_t>(static_cast<std::size_t>(*p.max_score_bytes) / row_bytes);
+  if (rows < 1) return std::nullopt;
+  return Fit{rows, 0, float_bytes(rows, p.kv_len, "a score block"), true};
+}
+
+std::optional<Fit> fit_tiled(const Problem& p, const CpuInfo& cpu, std::size_t& min_cap) {
+  std::int64_t block_q = std::clamp<std::int64_t>(p.q_len, 1, kTiledBlockQ);
+  const auto budget = static_cast<std::int64_t>(cpu.l2_bytes / kTiledL2Share);
+  const std::int64_t fixed = block_q * (p.head_dim + p.value_dim + 2) * kFloat;
+  std::int64_t block_k = kTiledMaxBlockK;
+  while (block_k > kTiledMinBlockK &&
+         fixed + block_k * (p.head_dim + p.value_dim + block_q) * kFloat > budget) {
+    block_k /= 2;
+  }
+  block_k = std::min(block_k, std::max<std::int64_t>(p.kv_len, 1));
+  min_cap = kFloat;
+  bool capped = false;
+  if (p.max_score_bytes) {
+    const auto cap = static_cast<std::size_t>(*p.max_score_bytes);
+    while (static_cast<std::size_t>(block_q * block_k * kFloat) > cap && (block_q > 1 || block_k > 1)) {
+      if (block_k > 1) block_k = (block_k + 1) / 2; else block_q = (block_q + 1) / 2;
+      capped = true;
+    }
+    if (static_cast<std::size_t>(block_q * block_k * kFloat) > cap) return std::nullopt;
+  }
+  return Fit{block_q, block_k, static_cast<std::size_t>(block_q * block_k * kFloat), capped};
+}
+
+std::optional<Fit> fit_vector(const Problem& p, std::int64_t rows, std::size_t& min_cap) {
+  std::int64_t chunk = std::clamp<std::int64_t>(visible_key_span(p), 1, kVectorKeyChunk);
+  min_cap = static_cast<std::size_t>(std::max<std::int64_t>(rows, 1) * kFloat);
+  bool capped = false;
+  if (p.max_score_bytes) {
+    const auto cap = static_cast<std::size_t>(*p.max_score_bytes);
+    while (chunk > 1 && static_cast<std::size_t>(rows * chunk * kFloat) > cap) {
+      chunk = (chunk + 1) / 2;
+      capped = true;
+    }
+    if (static_cast<std::size_t>(rows * chunk * kFloat) > cap) return std::nullopt;
+  }
+  return Fit{chunk, 0, static_cast<std::size_t>(rows * chunk * kFloat), capped};
+}
+
+std::string kernel_name(const char* route, DType dtype) {
+  return std::string("heed_cpu_") + route + "_" + short_name(dtype);
+}
+
+void build_vector(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& fit) {
+  auto& reasons = r.plan.reasons;
+  const std::int64_t tasks = p.batch * p.kv_heads;
+  const std::int64_t span = visible_key_span(p);
+  r.vector_rows = p.group() * p.q_len;
+  r.key_chunk = fit.a;
+  r.key_blocks = 1;
+  if (tasks < cpu.threads && span >= 2 * kVectorMinKeysPerBlock) {
+    const std::int64_t wanted = ceil_div(cpu.threads * kVectorBlocksPerThread, std::max<std::int64_t>(tasks, 1));
+    r.key_blocks = std::clamp<std::int64_t>(span / kVectorMinKeysPerBlock, 1, wanted);
+  }
+  r.keys_per_block = ceil_div(span, r.key_blocks);
+  if (r.keys_per_block > 0) r.key_blocks = ceil_div(span, r.keys_per_block);
+  r.key_blocks = std::max<std::int64_t>(r.key_blocks, 1);
+  const int passes = r.key_blocks > 1 ? 2 : 1;
+  r.plan.kernel = route::Vector{passes, r.key_blocks, passes};
+  reasons.push_back(format("key blocks: {} of {} keys ({} (batch x key head) tasks for {} threads; "
+                           "{} keys visible per row{}, >= {} keys per block)",
+                           r.key_blocks, r.keys_per_block, tasks, cpu.threads, span,
+                           p.window ? " in the window" : "", kVectorMinKeysPerBlock));
+  if (passes == 2) reasons.push_back("two passes: partial max, sum and output per block, merged exactly");
+  const std::int64_t work = tasks * r.key_blocks;
+  r.plan.workers = static_cast<int>(std::min<std::int64_t>(cpu.threads, work));
+  const auto workers = static_cast<std::size_t>(r.plan.workers);
+  ScratchLayout layout;
+  const std::int64_t rows = r.vector_rows;
+  r.q_rows = layout.add("q_rows", float_bytes(rows, p.head_dim, "q rows"), workers);
+  r.k_rows = layout.add("k_chunk", float_bytes(r.key_chunk, p.head_dim, "k chunk"), workers);
+  r.v_rows = layout.add("v_chunk", float_bytes(r.key_chunk, p.value_dim, "v chunk"), workers);
+  r.scores = layout.add("scores", float_bytes(rows, r.key_chunk, "scores"), workers);
+  r.accum = layout.add("accum", float_bytes(rows, p.value_dim, "accum"), workers);
+  r.stats = layout.add("row_max_sum", float_bytes(rows, 2, "row stats"), workers);
+  if (passes == 2) {
+    r.partials = layout.add("partials", float_bytes(checked_mul(work, rows, kOp, "partials"), p.value_dim + 2, "partials"));
+  }
+  r.plan.buffers = layout.buffers();
+  r.plan.scratch_bytes = layout.total_bytes();
+}
+
+void build_tiled(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& fit) {
+  r.block_q = fit.a;
+  r.block_k = fit.b;
+  r.plan.kernel = route::Tiled{r.block_q, r.block_k};
+  r.plan.reasons.push_back(format("tiles: {} query rows x {} keys; {} floats of q, k, v, scores and "
+                                  "accumulators per worker within 1/{} of the {} KiB L2",
+                                  r.block_q, r.block_k,
+                                  r.block_q * (p.head_dim + p.value_dim + 2) +
+                                      r.block_k * (p.head_dim + p.value_dim + r.block_q),
+                                  kTiledL2Share, cpu.l2_bytes >> 10));
+  const std::int64_t tasks = p.batch * p.q_heads * ceil_div(p.q_len, r.block_q);
+  r.plan.workers = static_cast<int>(std::min<std::int64_t>(cpu.threads, tasks));
+  const auto workers = static_cast<std::size_t>(r.plan.workers);
+  ScratchLayout layout;
+  r.q_rows = layout.add("q_tile", float_bytes(r.block_q, p.head_dim, "q tile"), workers);
+  r.k_rows = layout.add("k_tile", float_bytes(r.block_k, p.head_dim, "k tile"), workers);
+  r.v_rows = layout.add("v_tile", float_bytes(r.block_k, p.value_dim, "v tile"), workers);
+  r.scores = layout.add("scores", float_bytes(r.block_q, r.block_k, "score tile"), workers);
+  r.accum = layout.add("accum", float_bytes(r.block_q, p.value_dim, "accum"), workers);
+  r.stats = layout.add("row_max_sum", float_bytes(r.block_q, 2, "row stats"), workers);
+  r.plan.buffers = layout.buffers();
+  r.plan.scratch_bytes = layout.total_bytes();
+}
+
+void build_composed(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& fit) {
+  r.rows = fit.a;
+  if (fit.capped) {
+    r.plan.kernel = route::ComposedBlocks{r.rows};
+  } else {
+    r.plan.kernel = route::Composed{};
+  }
+  r.pack_inputs = p.dtype != DType::Float32 || !p.blas_reads_inputs;
+  r.plan.reasons.push_back(
+      r.pack_inputs ? format("inputs converted to float32 rows for BLAS ({}{})", to_string(p.dtype),
+                             p.blas_reads_inputs ? "" : ", last dimension not contiguous")
+                    : std::string("BLAS reads q, k and v in place (float32, last dimension contiguous)"));
+  const std::int64_t tasks = p.batch * p.q_heads * ceil_div(p.q_len, std::max<std::int64_t>(r.rows, 1));
+  r.plan.workers = static_cast<int>(std::min<std::int64_t>(cpu.threads, tasks));
+  const auto workers = static_cast<std::size_t>(r.plan.workers);
+  ScratchLayout layout;
+  r.scores = layout.add("scores", float_bytes(r.rows, p.kv_len, "scores"), workers);
+  r.out_rows = layout.add("out_rows", float_bytes(r.rows, p.value_dim, "output rows"), workers);
+  if (r.pack_inputs) {
+    r.q_rows = layout.add("q_rows", float_bytes(r.rows, p.head_dim, "q rows"), workers);
+    r.k_rows = layout.add("k_rows", float_bytes(p.kv_len, p.head_dim, "k rows"), workers);
+    r.v_rows = layout.add("v_rows", float_bytes(p.kv_len, p.value_dim, "v rows"), workers);
+  }
+  r.plan.buffers = layout.buffers();
+  r.plan.scratch_bytes = layout.total_bytes();
+}
+
+[[noreturn]] void no_route_fits(const Problem& p, const char* route, std::size_t min_cap) {
+  throw Error(ErrorKind::InvalidArgument,
+              format("[{}] max_score_bytes ({}) is below what the {} needs; the smallest cap that fits is {} bytes",
+                     kOp, *p.max_score_bytes, route, min_cap));
+}
+
+}  // namespace
+
+CpuRoute plan_cpu(const Problem& p) {
+  const CpuInfo& cpu = cpu_info();
+  CpuRoute r;
+  r.plan.device = Device::cpu();
+  r.plan.dtype = p.dtype;
+  auto& reasons = r.plan.reasons;
+  reasons.push_back(describe(p));
+
+  const std::int64_t rows = p.group() * p.q_len;
+  std::size_t vector_min = 0, composed_min = 0, tiled_min = 0;
+  const auto vector = fit_vector(p, rows, vector_min);
+  const auto composed = fit_composed(p, composed_min);
+  const auto tiled = fit_tiled(p, cpu, tiled_min);
+
+  enum class Pick { Vector, Tiled, Composed } pick = Pick::Tiled;
+  switch (p.route) {
+    case RouteChoice::Vector:
+      if (!vector) no_route_fits(p, "vector route (one score per query row of a key head)", vector_min);
+      pick = Pick::Vector;
+      reasons.push_back("route vector: asked for by the caller");
+      break;
+    case RouteChoice::Composed:
+      if (!composed) no_route_fits(p, "composed route (one row of Lk scores)", composed_min);
+      pick = Pick::Composed;
+      reasons.push_back("route composed: asked for by the caller");
+      break;
+    case RouteChoice::Tiled:
+      if (!tiled) no_route_fits(p, "tiled route (one score)", tiled_min);
+      reasons.push_back("route tiled: asked for by the caller");
+      break;
+    case RouteChoice::Auto:
+      if (rows <= kVectorMaxRows && vector) {
+        pick = Pick::Vector;
+        reasons.push_back(format("route vector: {} query rows per key head (group {} x Lq {}) <= {}",
+                                 rows, p.group(), p.q_len, kVectorMaxRows));
+      } else if (p.kv_len <= kComposedMaxKeys && composed) {
+        pick = Pick::Composed;
+        reasons.push_back(format("route composed: Lk {} <= {}, where BLAS on materialised scores wins",
+                                 p.kv_len, kComposedMaxKeys));
+      } else if (tiled) {
+        reasons.push_back(rows <= kVectorMaxRows
+                              ? format("route tiled: the vector route's {} scores exceed the cap", rows)
+                          : p.kv_len <= kComposedMaxKeys
+                              ? format("route tiled: one row of {} scores ({} bytes) exceeds max_score_bytes {}",
+                                       p.kv_len, composed_min, *p.max_score_bytes)
+                              : format("route tiled: {} query rows per key head > {} and Lk {} > {}", rows,
+                                       kVectorMaxRows, p.kv_len, kComposedMaxKeys));
+        r.plan.capped = (rows <= kVectorMaxRows || p.kv_len <= kComposedMaxKeys);
+      } else {
+        no_route_fits(p, "smallest route", std::min({vector_min, composed_min, tiled_min}));
+      }
+      break;
+  }
+
+  switch (pick) {
+    case Pick::Vector:
+      r.plan.max_intermediate_bytes = vector->intermediate;
+      build_vector(r, p, cpu, *vector);
+      r.plan.kernel_name = kernel_name("vector", p.dtype);
+      if (vector->capped) {
+        r.plan.capped = true;
+        reasons.push_back(format("capped: {} keys per score chunk so {} rows x chunk x 4 <= {}", vector->a,
+                                 rows, *p.max_score_bytes));
+      }
+      break;
+    case Pick::Composed:
+      r.plan.max_intermediate_bytes = composed->intermediate;
+      build_composed(r, p, cpu, *composed);
+      if (composed->capped) {
+        r.plan.capped = true;
+        r.plan.kernel_name = kernel_name("composed_blocks", p.dtype);
+        reasons.push_back(format("capped: scores of {} rows x {} keys = {} bytes > max_score_bytes {}; "
+                                 "composed in blocks of {} rows ({} bytes)",
+                                 p.q_len, p.kv_len, float_bytes(p.q_len, p.kv_len, "scores"),
+                                 *p.max_score_bytes, composed->a, composed->intermediate));
+      } else {
+        r.plan.kernel_name = kernel_name("composed", p.dtype);
+      }
+      break;
+    case Pick::Tiled:
+      r.plan.max_intermediate_bytes = tiled->intermediate;
+      build_tiled(r, p, cpu, *tiled);
+      r.plan.kernel_name = kernel_name("tiled", p.dtype);
+      if (tiled->capped) {
+        r.plan.capped = true;
+        reasons.push_back(format("capped: score tile {} x {} so it stays within max_score_bytes {}",
+                                 tiled->a, tiled->b, *p.max_score_bytes));
+      }
+      break;
+  }
+  reasons.push_back(format("workers: {} of {} threads", r.plan.workers, cpu.threads));
+  reasons.push_back(format("scratch: {} bytes in {} buffers; largest score intermediate {} bytes",
+                           r.plan.scratch_bytes, r.plan.buffers.size(), r.plan.max_intermediate_bytes));
+  return r;
+}
+
+}  // namespace heed::plan

@@ -1,0 +1,135 @@
+#include "heed/plan.hpp"
+
+#include <cstdio>
+#include <sstream>
+
+#include "core/format.hpp"
+#include "heed/error.hpp"
+#include "plan/cpu_plan.hpp"
+#include "plan/planner.hpp"
+
+namespace heed {
+
+const char* route_name(const Kernel& kernel) {
+  switch (kernel.index()) {
+    case 0: return "vector";
+    case 1: return "tiled";
+    case 2: return "composed";
+    case 3: return "composed_blocks";
+  }
+  return "unknown";
+}
+
+std::string AttentionPlan::explain() const {
+  std::string text;
+  for (const std::string& line : reasons) text += line + "\n";
+  return text;
+}
+
+namespace {
+
+std::string json_string(const std::string& text) {
+  std::string quoted = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      quoted += '\\';
+      quoted += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(c));
+      quoted += escaped;
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "\"";
+}
+
+std::string kernel_json(const Kernel& kernel) {
+  std::string fields;
+  if (const auto* vector = std::get_if<route::Vector>(&kernel)) {
+    fields = format(", \"passes\": {}, \"blocks\": {}, \"dispatches\": {}", vector->passes, vector->blocks,
+                    vector->dispatches);
+  } else if (const auto* tiled = std::get_if<route::Tiled>(&kernel)) {
+    fields = format(", \"block_q\": {}, \"block_k\": {}", tiled->block_q, tiled->block_k);
+  } else if (const auto* blocks = std::get_if<route::ComposedBlocks>(&kernel)) {
+    fields = format(", \"rows\": {}", blocks->rows);
+  }
+  return format("{\"route\": \"{}\"{}}", route_name(kernel), fields);
+}
+
+}  // namespace
+
+std::string AttentionPlan::to_json() const {
+  std::ostringstream out;
+  out << "{\"device\": " << json_string(device.to_string()) << ", \"dtype\": \"" << to_string(dtype)
+      << "\", \"kernel\": " << kernel_json(kernel) << ", \"kernel_name\": " << json_string(kernel_name)
+      << ", \"workers\": " << workers << ", \"scratch_bytes\": " << scratch_bytes
+      << ", \"max_intermediate_bytes\": " << max_intermediate_bytes
+      << ", \"capped\": " << (capped ? "true" : "false") << ", \"buffers\": [";
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
+    const ScratchBuffer& b = buffers[i];
+    out << (i ? ", " : "") << "{\"name\": " << json_string(b.name) << ", \"offset\": " << b.offset
+        << ", \"bytes\": " << b.bytes << ", \"slices\": " << b.slices << "}";
+  }
+  out << "], \"explanation\": [";
+  for (std::size_t i = 0; i < reasons.size(); ++i) out << (i ? ", " : "") << json_string(reasons[i]);
+  out << "]}";
+  return out.str();
+}
+
+namespace plan {
+namespace {
+
+// BLAS reads a [B, H, L, E] float32 view in place when its rows are contiguous and do not
+// overlap (leading dimension >= E).
+bool blas_reads_rows(const TensorView& view) {
+  return view.dtype == DType::Float32 && view.last_dim_contiguous() &&
+         (view.shape[2] <= 1 || view.strides[2] >= view.shape[3]);
+}
+
+}  // namespace
+
+void require_backend(Device device) {
+  if (device.type != DeviceType::CPU) {
+    throw Error(ErrorKind::Unsupported,
+                format("[{}] device {}: this build of heed has no CUDA backend", kOp, device.to_string()));
+  }
+}
+
+Problem validate_views(const TensorView& q, const TensorView& k, const TensorView& v,
+                       const AttentionOptions& options) {
+  for (const auto& [view, name] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}}) {
+    if (view->strides.size() != static_cast<std::size_t>(view->shape.rank())) {
+      throw Error(ErrorKind::InvalidArgument, format("[{}] {} has {} strides for shape {}", kOp, name,
+                                                     view->strides.size(), view->shape.to_string()));
+    }
+  }
+  Problem problem = validate_problem(q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype, options);
+  problem.blas_reads_inputs = blas_reads_rows(q) && blas_reads_rows(k) && blas_reads_rows(v);
+  for (const auto& [view, name] : {std::pair{&k, "k"}, {&v, "v"}}) {
+    if (!(view->device == q.device)) {
+      throw Error(ErrorKind::InvalidArgument, format("[{}] {} is on {} but q is on {}", kOp, name,
+                                                     view->device.to_string(), q.device.to_string()));
+    }
+  }
+  return problem;
+}
+
+}  // namespace plan
+
+AttentionPlan plan_attention(const Shape& q, const Shape& k, const Shape& v, DType dtype,
+                             const AttentionOptions& options, Device device) {
+  const plan::Problem problem = plan::validate_problem(q, k, v, dtype, dtype, dtype, options);
+  plan::require_backend(device);
+  return plan::plan_cpu(problem).plan;
+}
+
+AttentionPlan plan_attention(const TensorView& q, const TensorView& k, const TensorView& v,
+                             const AttentionOptions& options) {
+  const plan::Problem problem = plan::validate_views(q, k, v, options);
+  plan::require_backend(q.device);
+  return plan::plan_cpu(problem).plan;
+}
+
+}  // namespace heed

@@ -1,0 +1,45 @@
+#pragma once
+// The validated description of one attention call: what the planner reads. Built by
+// validate_problem, the single place where inputs are checked for plan and op alike.
+
+#include <cstdint>
+#include <optional>
+
+#include "heed/dtype.hpp"
+#include "heed/options.hpp"
+#include "heed/shape.hpp"
+
+namespace heed::plan {
+
+inline constexpr const char* kOp = "heed::attention";
+
+enum class MaskKind { None, Bool, Additive };
+
+struct Problem {
+  std::int64_t batch = 0;
+  std::int64_t q_heads = 0;
+  std::int64_t kv_heads = 0;
+  std::int64_t q_len = 0;
+  std::int64_t kv_len = 0;
+  std::int64_t head_dim = 0;
+  std::int64_t value_dim = 0;
+  DType dtype = DType::Float32;
+  bool causal = false;
+  std::int64_t window = 0;  // 0: no window
+  MaskKind mask = MaskKind::None;
+  bool sinks = false;
+  std::optional<std::int64_t> max_score_bytes;
+  RouteChoice route = RouteChoice::Auto;
+  // q, k, v are float32 with a contiguous last dimension: BLAS reads them in place.
+  bool blas_reads_inputs = true;
+
+  std::int64_t group() const { return kv_heads > 0 ? q_heads / kv_heads : 0; }
+  bool empty_output() const { return batch == 0 || q_heads == 0 || q_len == 0 || value_dim == 0; }
+};
+
+// Every check of design.md §1 on shapes, dtypes and options; throws InvalidArgument with
+// "[heed::attention] ..." and the values.
+Problem validate_problem(const Shape& q, const Shape& k, const Shape& v, DType q_dtype,
+                         DType k_dtype, DType v_dtype, const AttentionOptions& options);
+
+}  // namespace heed::plan
