@@ -54,12 +54,44 @@ std::size_t cache_bytes(int level, std::size_t fallback) {
   return bytes;
 }
 
+CpuIsa best_isa() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
+    return CpuIsa::Avx512;
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return CpuIsa::Avx2;
+#endif
+  return CpuIsa::Generic;
+}
+
+CpuIsa chosen_isa() {
+  const CpuIsa best = best_isa();
+  const char* value = std::getenv("HEED_CPU_ISA");
+  if (value == nullptr) return best;
+  for (CpuIsa isa : {CpuIsa::Generic, CpuIsa::Avx2, CpuIsa::Avx512}) {
+    if (std::string(value) == to_string(isa)) return isa < best ? isa : best;
+  }
+  return best;
+}
+
 }  // namespace
+
+const char* to_string(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::Generic: return "generic";
+    case CpuIsa::Avx2: return "avx2";
+    case CpuIsa::Avx512: return "avx512";
+  }
+  return "unknown";
+}
 
 const CpuInfo& cpu_info() {
   static const CpuInfo info = [] {
     CpuInfo result;
     result.threads = thread_count();
+    result.isa = chosen_isa();
     result.l1d_bytes = cache_bytes(1, std::size_t{32} << 10);
     result.l2_bytes = cache_bytes(2, std::size_t{1} << 20);
     return result;

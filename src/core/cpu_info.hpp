@@ -5,7 +5,13 @@
 
 namespace heed {
 
+// Instruction sets the fused CPU kernels are built for, best last.
+enum class CpuIsa { Generic, Avx2, Avx512 };
+const char* to_string(CpuIsa isa);
+
 struct CpuInfo {
+  // The best the CPU runs, lowered by HEED_CPU_ISA=generic|avx2|avx512 when set.
+  CpuIsa isa = CpuIsa::Generic;
   int threads = 1;              // HEED_NUM_THREADS, else the cores this process may run on
   std::size_t l1d_bytes = 0;    // per core
   std::size_t l2_bytes = 0;     // per core

@@ -48,7 +48,7 @@ void softmax_row(const AttentionParams& p, std::int64_t b, std::int64_t h, std::
   const std::int64_t keys = p.kv_len;
   mask_scores(p, b, h, i, 0, keys, s);
   float row_max = kNegInf;
-  for (std::int64_t j = 0; j < keys; ++j) row_max = std::fmax(row_max, s[j]);
+  for (std::int64_t j = 0; j < keys; ++j) row_max = s[j] > row_max ? s[j] : row_max;
   if (row_max == kNegInf) {
     std::fill(s, s + keys, 0.0f);
     return;

@@ -9,8 +9,10 @@
 
 namespace heed::cpu {
 
+// Fused routes, dispatched to the instruction set in cpu_info().isa.
 void run_vector(const AttentionParams& params, const plan::CpuRoute& route, std::byte* scratch);
 void run_tiled(const AttentionParams& params, const plan::CpuRoute& route, std::byte* scratch);
+// BLAS composition (Composed and ComposedBlocks).
 void run_composed(const AttentionParams& params, const plan::CpuRoute& route, std::byte* scratch);
 
 }  // namespace heed::cpu

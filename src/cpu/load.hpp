@@ -4,9 +4,11 @@
 #include <cstdint>
 #include <cstring>
 
+#include "cpu/isa.hpp"
 #include "heed/dtype.hpp"
 
 namespace heed::cpu {
+inline namespace HEED_ISA {
 
 inline float load_element(const void* base, DType dtype, std::int64_t offset) {
   switch (dtype) {
@@ -56,4 +58,5 @@ inline void store_row(void* base, DType dtype, std::int64_t offset, std::int64_t
   }
 }
 
+}  // namespace HEED_ISA
 }  // namespace heed::cpu

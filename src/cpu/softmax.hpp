@@ -1,20 +1,16 @@
 #pragma once
-// The pieces of the softmax every CPU route shares: masks on a row of scores, the online
-// update, and the final normalisation with sinks. Fully masked rows end as zeros.
+// The pieces of the softmax every CPU route shares: masks on a row of scores and the final
+// normalisation with sinks. Fully masked rows end as zeros.
 
 #include <cmath>
 #include <cstdint>
 
+#include "cpu/isa.hpp"
 #include "cpu/load.hpp"
 #include "cpu/params.hpp"
 
 namespace heed::cpu {
-
-inline float dot(const float* a, const float* b, std::int64_t count) {
-  float sum = 0.0f;
-  for (std::int64_t e = 0; e < count; ++e) sum += a[e] * b[e];
-  return sum;
-}
+inline namespace HEED_ISA {
 
 // Scores s[0..count) of keys first..first+count of row (b, h, i): keys outside the causal /
 // window range and keys a boolean mask hides become -inf; an additive mask is added.
@@ -35,33 +31,6 @@ inline void mask_scores(const AttentionParams& p, std::int64_t b, std::int64_t h
   } else {
     for (std::int64_t j = 0; j < count; ++j) s[j] += load_element(m.data, m.dtype, row + j * m.strides[3]);
   }
-}
-
-// Online softmax: folds scores s[0..count) and value rows v (row stride v_ld) into the
-// running max m, sum l and accumulator acc[0..value_dim). s is overwritten with exp(s - m).
-inline void online_update(float* s, std::int64_t count, const float* v, std::int64_t v_ld,
-                          std::int64_t value_dim, float& m, float& l, float* acc) {
-  float tile_max = kNegInf;
-  for (std::int64_t j = 0; j < count; ++j) tile_max = std::fmax(tile_max, s[j]);
-  if (tile_max == kNegInf) return;
-  const float new_max = std::fmax(m, tile_max);
-  const float correction = std::exp(m - new_max);  // m = -inf: 0
-  float sum = 0.0f;
-  for (std::int64_t j = 0; j < count; ++j) {
-    s[j] = std::exp(s[j] - new_max);
-    sum += s[j];
-  }
-  l = l * correction + sum;
-  if (correction != 1.0f) {
-    for (std::int64_t d = 0; d < value_dim; ++d) acc[d] *= correction;
-  }
-  for (std::int64_t j = 0; j < count; ++j) {
-    const float weight = s[j];
-    if (weight == 0.0f) continue;
-    const float* v_row = v + j * v_ld;
-    for (std::int64_t d = 0; d < value_dim; ++d) acc[d] += weight * v_row[d];
-  }
-  m = new_max;
 }
 
 inline float sink_logit(const AttentionParams& p, std::int64_t h) {
@@ -85,4 +54,5 @@ inline void finalize_row(const AttentionParams& p, std::int64_t h, float m, floa
   for (std::int64_t d = 0; d < p.value_dim; ++d) out[d] = acc[d] * weight;
 }
 
+}  // namespace HEED_ISA
 }  // namespace heed::cpu

@@ -17,6 +17,9 @@ constexpr std::int64_t kFloat = 4;
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return b == 0 ? 0 : (a + b - 1) / b; }
 
+// Score tiles of the fused routes hold their key count rounded up to whole key lanes.
+std::int64_t key_lanes(std::int64_t keys) { return ceil_div(std::max<std::int64_t>(keys, 1), kKeyLanes) * kKeyLanes; }
+
 // Bytes of `count_a * count_b` float32 values, overflow-checked.
 std::size_t float_bytes(std::int64_t count_a, std::int64_t count_b, const char* what) {
   return static_cast<std::size_t>(checked_mul(checked_mul(count_a, count_b, kOp, what), kFloat, kOp, what));
@@ -72,32 +75,34 @@ std::optional<Fit> fit_tiled(const Problem& p, const CpuInfo& cpu, std::size_t& 
     block_k /= 2;
   }
   block_k = std::min(block_k, std::max<std::int64_t>(p.kv_len, 1));
-  min_cap = kFloat;
+  const auto tile_bytes = [&] { return static_cast<std::size_t>(block_q * key_lanes(block_k) * kFloat); };
+  min_cap = static_cast<std::size_t>(kKeyLanes * kFloat);
   bool capped = false;
   if (p.max_score_bytes) {
     const auto cap = static_cast<std::size_t>(*p.max_score_bytes);
-    while (static_cast<std::size_t>(block_q * block_k * kFloat) > cap && (block_q > 1 || block_k > 1)) {
-      if (block_k > 1) block_k = (block_k + 1) / 2; else block_q = (block_q + 1) / 2;
+    while (tile_bytes() > cap && (block_q > 1 || block_k > kKeyLanes)) {
+      if (block_k > kKeyLanes) block_k = std::max(kKeyLanes, block_k / 2); else block_q = (block_q + 1) / 2;
       capped = true;
     }
-    if (static_cast<std::size_t>(block_q * block_k * kFloat) > cap) return std::nullopt;
+    if (tile_bytes() > cap) return std::nullopt;
   }
-  return Fit{block_q, block_k, static_cast<std::size_t>(block_q * block_k * kFloat), capped};
+  return Fit{block_q, block_k, tile_bytes(), capped};
 }
 
 std::optional<Fit> fit_vector(const Problem& p, std::int64_t rows, std::size_t& min_cap) {
   std::int64_t chunk = std::clamp<std::int64_t>(visible_key_span(p), 1, kVectorKeyChunk);
-  min_cap = static_cast<std::size_t>(std::max<std::int64_t>(rows, 1) * kFloat);
+  const auto tile_bytes = [&] { return static_cast<std::size_t>(rows * key_lanes(chunk) * kFloat); };
+  min_cap = static_cast<std::size_t>(std::max<std::int64_t>(rows, 1) * kKeyLanes * kFloat);
   bool capped = false;
   if (p.max_score_bytes) {
     const auto cap = static_cast<std::size_t>(*p.max_score_bytes);
-    while (chunk > 1 && static_cast<std::size_t>(rows * chunk * kFloat) > cap) {
-      chunk = (chunk + 1) / 2;
+    while (chunk > kKeyLanes && tile_bytes() > cap) {
+      chunk = std::max(kKeyLanes, chunk / 2);
       capped = true;
     }
-    if (static_cast<std::size_t>(rows * chunk * kFloat) > cap) return std::nullopt;
+    if (tile_bytes() > cap) return std::nullopt;
   }
-  return Fit{chunk, 0, static_cast<std::size_t>(rows * chunk * kFloat), capped};
+  return Fit{chunk, 0, tile_bytes(), capped};
 }
 
 std::string kernel_name(const char* route, DType dtype) {
@@ -120,6 +125,7 @@ void build_vector(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& 
   r.key_blocks = std::max<std::int64_t>(r.key_blocks, 1);
   const int passes = r.key_blocks > 1 ? 2 : 1;
   r.plan.kernel = route::Vector{passes, r.key_blocks, passes};
+  r.merge_kernel_name = std::string("heed_cpu_vector_merge_") + short_name(p.dtype);
   reasons.push_back(format("key blocks: {} of {} keys ({} (batch x key head) tasks for {} threads; "
                            "{} keys visible per row{}, >= {} keys per block)",
                            r.key_blocks, r.keys_per_block, tasks, cpu.threads, span,
@@ -131,9 +137,9 @@ void build_vector(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& 
   ScratchLayout layout;
   const std::int64_t rows = r.vector_rows;
   r.q_rows = layout.add("q_rows", float_bytes(rows, p.head_dim, "q rows"), workers);
-  r.k_rows = layout.add("k_chunk", float_bytes(r.key_chunk, p.head_dim, "k chunk"), workers);
+  r.k_rows = layout.add("k_chunk_t", float_bytes(key_lanes(r.key_chunk), p.head_dim, "k chunk"), workers);
   r.v_rows = layout.add("v_chunk", float_bytes(r.key_chunk, p.value_dim, "v chunk"), workers);
-  r.scores = layout.add("scores", float_bytes(rows, r.key_chunk, "scores"), workers);
+  r.scores = layout.add("scores", float_bytes(rows, key_lanes(r.key_chunk), "scores"), workers);
   r.accum = layout.add("accum", float_bytes(rows, p.value_dim, "accum"), workers);
   r.stats = layout.add("row_max_sum", float_bytes(rows, 2, "row stats"), workers);
   if (passes == 2) {
@@ -158,9 +164,9 @@ void build_tiled(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& f
   const auto workers = static_cast<std::size_t>(r.plan.workers);
   ScratchLayout layout;
   r.q_rows = layout.add("q_tile", float_bytes(r.block_q, p.head_dim, "q tile"), workers);
-  r.k_rows = layout.add("k_tile", float_bytes(r.block_k, p.head_dim, "k tile"), workers);
+  r.k_rows = layout.add("k_tile_t", float_bytes(key_lanes(r.block_k), p.head_dim, "k tile"), workers);
   r.v_rows = layout.add("v_tile", float_bytes(r.block_k, p.value_dim, "v tile"), workers);
-  r.scores = layout.add("scores", float_bytes(r.block_q, r.block_k, "score tile"), workers);
+  r.scores = layout.add("scores", float_bytes(r.block_q, key_lanes(r.block_k), "score tile"), workers);
   r.accum = layout.add("accum", float_bytes(r.block_q, p.value_dim, "accum"), workers);
   r.stats = layout.add("row_max_sum", float_bytes(r.block_q, 2, "row stats"), workers);
   r.plan.buffers = layout.buffers();
@@ -292,7 +298,8 @@ CpuRoute plan_cpu(const Problem& p) {
       }
       break;
   }
-  reasons.push_back(format("workers: {} of {} threads", r.plan.workers, cpu.threads));
+  reasons.push_back(format("workers: {} of {} threads; {} kernels", r.plan.workers, cpu.threads,
+                           pick == Pick::Composed ? "BLAS" : to_string(cpu.isa)));
   reasons.push_back(format("scratch: {} bytes in {} buffers; largest score intermediate {} bytes",
                            r.plan.scratch_bytes, r.plan.buffers.size(), r.plan.max_intermediate_bytes));
   return r;

@@ -3,6 +3,7 @@
 // plan_attention, attention and heed explain alike.
 
 #include <cstdint>
+#include <string>
 
 #include "heed/plan.hpp"
 #include "plan/problem.hpp"
@@ -13,6 +14,7 @@ namespace heed::plan {
 // Everything the CPU kernels need beyond the public plan.
 struct CpuRoute {
   AttentionPlan plan;
+  std::string merge_kernel_name;  // vector, two passes
 
   // Vector: tasks are (batch, key head, key block); rows = group × Lq query rows each.
   std::int64_t vector_rows = 0;

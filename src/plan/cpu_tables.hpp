@@ -19,6 +19,9 @@ inline constexpr std::int64_t kVectorBlocksPerThread = 2;
 // Keys whose scores the vector kernel holds at once per query row.
 inline constexpr std::int64_t kVectorKeyChunk = 64;
 
+// Keys per score block of the fused micro-kernels (one AVX-512 register of float32).
+inline constexpr std::int64_t kKeyLanes = 16;
+
 // Composed (BLAS) route when Lk is at most this and the scores fit the cap.
 inline constexpr std::int64_t kComposedMaxKeys = 128;
 

@@ -1,0 +1,34 @@
+// The one dispatch point from the fused routes to their instruction-set builds.
+
+#include "core/cpu_info.hpp"
+#include "cpu/kernels.hpp"
+
+namespace heed::cpu {
+
+#define HEED_DECLARE_ISA(isa)                                                                      \
+  namespace isa {                                                                                  \
+  void run_tiled_kernel(const AttentionParams&, const plan::CpuRoute&, std::byte*);                \
+  void run_vector_kernel(const AttentionParams&, const plan::CpuRoute&, std::byte*);               \
+  }
+HEED_DECLARE_ISA(generic)
+HEED_DECLARE_ISA(avx2)
+HEED_DECLARE_ISA(avx512)
+#undef HEED_DECLARE_ISA
+
+void run_tiled(const AttentionParams& params, const plan::CpuRoute& route, std::byte* scratch) {
+  switch (cpu_info().isa) {
+    case CpuIsa::Avx512: return avx512::run_tiled_kernel(params, route, scratch);
+    case CpuIsa::Avx2: return avx2::run_tiled_kernel(params, route, scratch);
+    case CpuIsa::Generic: return generic::run_tiled_kernel(params, route, scratch);
+  }
+}
+
+void run_vector(const AttentionParams& params, const plan::CpuRoute& route, std::byte* scratch) {
+  switch (cpu_info().isa) {
+    case CpuIsa::Avx512: return avx512::run_vector_kernel(params, route, scratch);
+    case CpuIsa::Avx2: return avx2::run_vector_kernel(params, route, scratch);
+    case CpuIsa::Generic: return generic::run_vector_kernel(params, route, scratch);
+  }
+}
+
+}  // namespace heed::cpu

@@ -1,0 +1,3 @@
+// The fused CPU routes compiled for the avx2 instruction set.
+#define HEED_ISA avx2
+#include "cpu/kernels_impl.hpp"

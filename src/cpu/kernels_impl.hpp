@@ -1,0 +1,232 @@
+#pragma once
+// The fused CPU routes, compiled once per instruction set (see isa.hpp). Both fold key
+// tiles into running row max / sum / accumulators (online softmax); they differ in which
+// query rows share a key tile:
+//   tiled:  per (batch, query head, query block), block_q consecutive rows of one head;
+//   vector: per (batch, key head, key block), all group × Lq rows of the key head, so every
+//           key is read once for the whole group; several key blocks are merged in pass 2.
+
+#include <algorithm>
+#include <cmath>
+
+#include "cpu/isa.hpp"
+#include "cpu/load.hpp"
+#include "cpu/microkernels.hpp"
+#include "cpu/parallel.hpp"
+#include "cpu/params.hpp"
+#include "cpu/softmax.hpp"
+#include "heed/profile.hpp"
+#include "plan/cpu_plan.hpp"
+
+namespace heed::cpu {
+inline namespace HEED_ISA {
+namespace {
+
+using microkernel::kKeyLanes;
+
+// One worker's buffers: q rows (scaled), Kᵀ tile [D × ldk], V tile, scores [rows × ldk],
+// accumulators [rows × Dv], then row max and row sum.
+struct Workspace {
+  float* q;
+  float* k_t;
+  float* v;
+  float* scores;
+  float* accum;
+  float* row_max;
+  float* row_sum;
+};
+
+Workspace workspace_of(const plan::CpuRoute& r, std::byte* scratch, int worker, std::int64_t rows) {
+  const auto w = static_cast<std::size_t>(worker);
+  float* stats = r.stats.at<float>(scratch, w);
+  return {r.q_rows.at<float>(scratch, w), r.k_rows.at<float>(scratch, w), r.v_rows.at<float>(scratch, w),
+          r.scores.at<float>(scratch, w), r.accum.at<float>(scratch, w), stats, stats + rows};
+}
+
+std::int64_t round_up_lanes(std::int64_t keys) { return (keys + kKeyLanes - 1) / kKeyLanes * kKeyLanes; }
+
+// Where query row r of a task lives.
+struct RowAt {
+  std::int64_t head;
+  std::int64_t position;
+};
+
+void start_row(const AttentionParams& p, const Workspace& t, std::int64_t b, std::int64_t row, RowAt at) {
+  float* q = t.q + row * p.head_dim;
+  load_row(p.q, p.dtype, b * p.q_strides[0] + at.head * p.q_strides[1] + at.position * p.q_strides[2],
+           p.q_strides[3], p.head_dim, q);
+  for (std::int64_t d = 0; d < p.head_dim; ++d) q[d] *= p.scale;
+  t.row_max[row] = kNegInf;
+  t.row_sum[row] = 0.0f;
+  float* acc = t.accum + row * p.value_dim;
+  for (std::int64_t d = 0; d < p.value_dim; ++d) acc[d] = 0.0f;
+}
+
+// Loads keys [key, key + count) of (b, kv_head) as Kᵀ [D × ldk] (zero-padded) and V rows.
+void load_key_tile(const AttentionParams& p, const Workspace& t, std::int64_t b, std::int64_t kv_head,
+                   std::int64_t key, std::int64_t count, std::int64_t ldk) {
+  const std::int64_t D = p.head_dim, Dv = p.value_dim;
+  const std::int64_t k_base = b * p.k_strides[0] + kv_head * p.k_strides[1];
+  const std::int64_t v_base = b * p.v_strides[0] + kv_head * p.v_strides[1];
+  for (std::int64_t j = 0; j < count; ++j) {
+    const std::int64_t k_row = k_base + (key + j) * p.k_strides[2];
+    for (std::int64_t d = 0; d < D; ++d) t.k_t[d * ldk + j] = load_element(p.k, p.dtype, k_row + d * p.k_strides[3]);
+    load_row(p.v, p.dtype, v_base + (key + j) * p.v_strides[2], p.v_strides[3], Dv, t.v + j * Dv);
+  }
+  for (std::int64_t d = 0; d < D; ++d) {
+    for (std::int64_t j = count; j < ldk; ++j) t.k_t[d * ldk + j] = 0.0f;
+  }
+}
+
+// Turns row `row`'s scores into weights exp(s - new max) and rescales its running state;
+// returns false (weights zero) when the row sees no key of the tile.
+bool softmax_step(const AttentionParams& p, const Workspace& t, std::int64_t b, std::int64_t row, RowAt at,
+                  std::int64_t key, std::int64_t count, std::int64_t ldk) {
+  float* s = t.scores + row * ldk;
+  const KeyRange range = p.keys_for_row(at.position);
+  bool any = range.begin < key + count && range.end > key;
+  if (any) mask_scores(p, b, at.head, at.position, key, count, s);
+  float tile_max = kNegInf;
+  for (std::int64_t j = 0; any && j < count; ++j) tile_max = s[j] > tile_max ? s[j] : tile_max;
+  any = any && tile_max != kNegInf;
+  if (!any) {
+    for (std::int64_t j = 0; j < count; ++j) s[j] = 0.0f;
+    return false;
+  }
+  const float old_max = t.row_max[row];
+  const float new_max = old_max > tile_max ? old_max : tile_max;
+  const float correction = microkernel::fast_exp(old_max - new_max);
+  float sum = 0.0f;
+  for (std::int64_t j = 0; j < count; ++j) {
+    s[j] = microkernel::fast_exp(s[j] - new_max);
+    sum += s[j];
+  }
+  t.row_sum[row] = t.row_sum[row] * correction + sum;
+  t.row_max[row] = new_max;
+  if (correction != 1.0f) {
+    float* acc = t.accum + row * p.value_dim;
+    for (std::int64_t d = 0; d < p.value_dim; ++d) acc[d] *= correction;
+  }
+  return true;
+}
+
+// Folds keys [key, key + count) into the running state of `rows` rows.
+template <typename RowOf>
+void fold_key_tile(const AttentionParams& p, const Workspace& t, std::int64_t b, std::int64_t kv_head,
+                   std::int64_t rows, RowOf row_of, std::int64_t key, std::int64_t count) {
+  const std::int64_t ldk = round_up_lanes(count);
+  load_key_tile(p, t, b, kv_head, key, count, ldk);
+  microkernel::scores_tile(t.q, rows, p.head_dim, t.k_t, ldk, t.scores);
+  bool any = false;
+  for (std::int64_t row = 0; row < rows; ++row) any |= softmax_step(p, t, b, row, row_of(row), key, count, ldk);
+  if (any) microkernel::accumulate_values(t.scores, ldk, rows, count, t.v, p.value_dim, t.accum);
+}
+
+void store_out(const AttentionParams& p, std::int64_t b, RowAt at, const float* values) {
+  store_row(p.out, p.dtype, b * p.out_strides[0] + at.head * p.out_strides[1] + at.position * p.out_strides[2],
+            p.out_strides[3], p.value_dim, values);
+}
+
+void tiled_task(const AttentionParams& p, const plan::CpuRoute& r, const Workspace& t, std::int64_t b,
+                std::int64_t h, std::int64_t first_row) {
+  const std::int64_t rows = std::min(r.block_q, p.q_len - first_row);
+  const auto row_of = [&](std::int64_t row) { return RowAt{h, first_row + row}; };
+  for (std::int64_t row = 0; row < rows; ++row) start_row(p, t, b, row, row_of(row));
+  // Only key tiles some row of the block can see.
+  const std::int64_t keys_begin = p.keys_for_row(first_row).begin;
+  const std::int64_t keys_end = p.keys_for_row(first_row + rows - 1).end;
+  for (std::int64_t key = keys_begin; key < keys_end; key += r.block_k) {
+    fold_key_tile(p, t, b, h / p.group(), rows, row_of, key, std::min(r.block_k, keys_end - key));
+  }
+  for (std::int64_t row = 0; row < rows; ++row) {
+    float* acc = t.accum + row * p.value_dim;
+    finalize_row(p, h, t.row_max[row], t.row_sum[row], acc, acc);
+    store_out(p, b, row_of(row), acc);
+  }
+}
+
+// Vector pass 1 over one key block; writes out directly, or [max, sum, Dv values] per row
+// into `partial` when blocks are merged later.
+void vector_task(const AttentionParams& p, const plan::CpuRoute& r, const Workspace& t, std::int64_t b,
+                 std::int64_t kv_head, std::int64_t block, float* partial) {
+  const std::int64_t rows = r.vector_rows;
+  const auto row_of = [&](std::int64_t row) { return RowAt{kv_head * p.group() + row / p.q_len, row % p.q_len}; };
+  for (std::int64_t row = 0; row < rows; ++row) start_row(p, t, b, row, row_of(row));
+  const std::int64_t span_begin = p.keys_for_row(0).begin;
+  const std::int64_t first = std::min(span_begin + block * r.keys_per_block, p.kv_len);
+  const std::int64_t last = std::min(first + r.keys_per_block, p.kv_len);
+  for (std::int64_t key = first; key < last; key += r.key_chunk) {
+    fold_key_tile(p, t, b, kv_head, rows, row_of, key, std::min(r.key_chunk, last - key));
+  }
+  for (std::int64_t row = 0; row < rows; ++row) {
+    float* acc = t.accum + row * p.value_dim;
+    if (partial != nullptr) {
+      float* slot = partial + row * (p.value_dim + 2);
+      slot[0] = t.row_max[row];
+      slot[1] = t.row_sum[row];
+      for (std::int64_t d = 0; d < p.value_dim; ++d) slot[2 + d] = acc[d];
+      continue;
+    }
+    finalize_row(p, row_of(row).head, t.row_max[row], t.row_sum[row], acc, acc);
+    store_out(p, b, row_of(row), acc);
+  }
+}
+
+// Vector pass 2: rescales each block's partial to the common max and sums them.
+void merge_task(const AttentionParams& p, const plan::CpuRoute& r, const float* partials, std::int64_t task,
+                float* acc) {
+  const std::int64_t b = task / p.kv_heads, kv_head = task % p.kv_heads, Dv = p.value_dim;
+  const std::int64_t block_stride = r.vector_rows * (Dv + 2);
+  for (std::int64_t row = 0; row < r.vector_rows; ++row) {
+    const float* first = partials + task * r.key_blocks * block_stride + row * (Dv + 2);
+    float frame = kNegInf;
+    for (std::int64_t block = 0; block < r.key_blocks; ++block) {
+      frame = std::fmax(frame, first[block * block_stride]);
+    }
+    float sum = 0.0f;
+    for (std::int64_t d = 0; d < Dv; ++d) acc[d] = 0.0f;
+    for (std::int64_t block = 0; frame != kNegInf && block < r.key_blocks; ++block) {
+      const float* slot = first + block * block_stride;
+      if (slot[0] == kNegInf) continue;
+      const float weight = microkernel::fast_exp(slot[0] - frame);
+      sum += slot[1] * weight;
+      for (std::int64_t d = 0; d < Dv; ++d) acc[d] += slot[2 + d] * weight;
+    }
+    const RowAt at{kv_head * p.group() + row / p.q_len, row % p.q_len};
+    finalize_row(p, at.head, frame, sum, acc, acc);
+    store_out(p, b, at, acc);
+  }
+}
+
+}  // namespace
+
+void run_tiled_kernel(const AttentionParams& p, const plan::CpuRoute& r, std::byte* scratch) {
+  const std::int64_t blocks = (p.q_len + r.block_q - 1) / r.block_q;
+  profile::record(r.plan.kernel_name.c_str(), blocks, p.q_heads, p.batch);
+  parallel_for(r.plan.workers, p.batch * p.q_heads * blocks, [&](std::int64_t task, int worker) {
+    const std::int64_t block = task % blocks;
+    const std::int64_t head = (task / blocks) % p.q_heads;
+    tiled_task(p, r, workspace_of(r, scratch, worker, r.block_q), task / (blocks * p.q_heads), head,
+               block * r.block_q);
+  });
+}
+
+void run_vector_kernel(const AttentionParams& p, const plan::CpuRoute& r, std::byte* scratch) {
+  const std::int64_t tasks = p.batch * p.kv_heads;
+  float* partials = r.key_blocks > 1 ? r.partials.at<float>(scratch) : nullptr;
+  const std::int64_t partial_floats = r.vector_rows * (p.value_dim + 2);
+  profile::record(r.plan.kernel_name.c_str(), r.key_blocks, p.kv_heads, p.batch);
+  parallel_for(r.plan.workers, tasks * r.key_blocks, [&](std::int64_t work, int worker) {
+    const std::int64_t task = work / r.key_blocks;
+    vector_task(p, r, workspace_of(r, scratch, worker, r.vector_rows), task / p.kv_heads, task % p.kv_heads,
+                work % r.key_blocks, partials != nullptr ? partials + work * partial_floats : nullptr);
+  });
+  if (partials == nullptr) return;
+  profile::record(r.merge_kernel_name.c_str(), 1, p.kv_heads, p.batch);
+  parallel_for(r.plan.workers, tasks, [&](std::int64_t task, int worker) {
+    merge_task(p, r, partials, task, r.accum.at<float>(scratch, static_cast<std::size_t>(worker)));
+  });
+}
+
+}  // namespace HEED_ISA
+}  // namespace heed::cpu

@@ -1,0 +1,154 @@
+#pragma once
+// Register-blocked float32 micro-kernels and a vectorisable exp, written as plain loops over
+// fixed-size blocks so the compiler keeps the accumulators in registers. Included by each
+// instruction-set translation unit (generic, avx2, avx512) inside its own namespace.
+
+#include <bit>
+#include <cstdint>
+
+#include "cpu/isa.hpp"
+#include "plan/cpu_tables.hpp"
+
+namespace heed::cpu {
+inline namespace HEED_ISA {
+namespace microkernel {
+
+// Keys per score block: the planner rounds the key count of score tiles up to this.
+using plan::cpu::kKeyLanes;
+// Value columns per register block.
+inline constexpr std::int64_t kValueBlock = 16;
+
+inline constexpr float kLog2e = 1.44269504088896341f;
+inline constexpr float kLn2High = 0.693359375f;
+inline constexpr float kLn2Low = -2.12194440e-4f;
+inline constexpr float kExpUnderflow = -87.3365f;  // below: exp underflows float32 to zero
+inline constexpr float kExpOverflow = 88.3762f;
+
+// exp(x) within 2 ulp on [-87.3, 88.3]; 0 below (so exp(-inf) = 0), +inf above, NaN kept.
+inline float fast_exp(float x) {
+  const float clamped = x < kExpUnderflow ? kExpUnderflow : (x > kExpOverflow ? kExpOverflow : x);
+  const float n = __builtin_roundevenf(clamped * kLog2e);
+  const float r = (clamped - n * kLn2High) - n * kLn2Low;
+  float poly = 1.9875691500e-4f;
+  poly = poly * r + 1.3981999507e-3f;
+  poly = poly * r + 8.3334519073e-3f;
+  poly = poly * r + 4.1665795894e-2f;
+  poly = poly * r + 1.6666665459e-1f;
+  poly = poly * r + 5.0000001201e-1f;
+  poly = (poly * r * r + r) + 1.0f;
+  const auto bits = std::bit_cast<std::int32_t>(poly) + (static_cast<std::int32_t>(n) << 23);
+  float result = std::bit_cast<float>(bits);
+  result = x < kExpUnderflow ? 0.0f : result;
+  result = x > kExpOverflow ? __builtin_inff() : result;
+  return x != x ? x : result;
+}
+
+// The widest float32 vector of the translation unit's instruction set. Blocks of 16 keys or
+// value columns are kParts such vectors; arrays of native vectors stay in registers.
+#if defined(__AVX512F__)
+#define HEED_VECTOR_BYTES 64
+#elif defined(__AVX__)
+#define HEED_VECTOR_BYTES 32
+#else
+#define HEED_VECTOR_BYTES 16
+#endif
+typedef float vec __attribute__((vector_size(HEED_VECTOR_BYTES)));
+typedef float vec_unaligned __attribute__((vector_size(HEED_VECTOR_BYTES), aligned(4)));
+inline constexpr int kVectorLanes = HEED_VECTOR_BYTES / 4;
+inline constexpr int kParts = 16 / kVectorLanes;
+static_assert(kKeyLanes == 16 && kValueBlock == 16, "blocks are 16 float32 lanes");
+// Query rows per register block: 8 accumulator vectors in every instruction set.
+inline constexpr std::int64_t kRowBlock = 8 / kParts;
+
+[[gnu::always_inline]] inline vec load(const float* from) { return *reinterpret_cast<const vec_unaligned*>(from); }
+[[gnu::always_inline]] inline void store(float* to, vec value) { *reinterpret_cast<vec_unaligned*>(to) = value; }
+
+// s[r][0..16) = q[r]·kT[:, 0..16) for a block of R rows.
+template <int R>
+[[gnu::always_inline]] inline void score_block(const float* q, std::int64_t head_dim, const float* k_t,
+                                               std::int64_t ldk, float* s, std::int64_t lds) {
+  vec acc[R][kParts] = {};
+  for (std::int64_t d = 0; d < head_dim; ++d) {
+    vec keys[kParts];
+    for (int part = 0; part < kParts; ++part) keys[part] = load(k_t + d * ldk + part * kVectorLanes);
+    for (int r = 0; r < R; ++r) {
+      const float q_value = q[r * head_dim + d];
+      for (int part = 0; part < kParts; ++part) acc[r][part] += q_value * keys[part];
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int part = 0; part < kParts; ++part) store(s + r * lds + part * kVectorLanes, acc[r][part]);
+  }
+}
+
+// S[rows × ldk] = Q[rows × D] · Kᵀ, with Kᵀ stored [D × ldk] (ldk a multiple of kKeyLanes).
+inline void scores_tile(const float* q, std::int64_t rows, std::int64_t head_dim, const float* k_t,
+                        std::int64_t ldk, float* s) {
+  std::int64_t row = 0;
+  for (; row + kRowBlock <= rows; row += kRowBlock) {
+    for (std::int64_t key = 0; key < ldk; key += kKeyLanes) {
+      score_block<kRowBlock>(q + row * head_dim, head_dim, k_t + key, ldk, s + row * ldk + key, ldk);
+    }
+  }
+  for (; row < rows; ++row) {
+    for (std::int64_t key = 0; key < ldk; key += kKeyLanes) {
+      score_block<1>(q + row * head_dim, head_dim, k_t + key, ldk, s + row * ldk + key, ldk);
+    }
+  }
+}
+
+// acc[r][c0..c0+16) += Σ_j p[r][j] · v[j][c0..c0+16) for R rows.
+template <int R>
+[[gnu::always_inline]] inline void value_block(const float* p, std::int64_t ldp, std::int64_t count,
+                                               const float* v, std::int64_t ldv, float* acc, std::int64_t lda) {
+  vec sum[R][kParts];
+  for (int r = 0; r < R; ++r) {
+    for (int part = 0; part < kParts; ++part) sum[r][part] = load(acc + r * lda + part * kVectorLanes);
+  }
+  for (std::int64_t j = 0; j < count; ++j) {
+    vec values[kParts];
+    for (int part = 0; part < kParts; ++part) values[part] = load(v + j * ldv + part * kVectorLanes);
+    for (int r = 0; r < R; ++r) {
+      const float weight = p[r * ldp + j];
+      for (int part = 0; part < kParts; ++part) sum[r][part] += weight * values[part];
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int part = 0; part < kParts; ++part) store(acc + r * lda + part * kVectorLanes, sum[r][part]);
+  }
+}
+
+// The same for one value column c (the tail when Dv is not a multiple of 16).
+template <int R>
+[[gnu::always_inline]] inline void value_column(const float* p, std::int64_t ldp, std::int64_t count, const float* v, std::int64_t ldv,
+                         float* acc, std::int64_t lda) {
+  for (int r = 0; r < R; ++r) {
+    float sum = acc[r * lda];
+    for (std::int64_t j = 0; j < count; ++j) sum += p[r * ldp + j] * v[j * ldv];
+    acc[r * lda] = sum;
+  }
+}
+
+template <int R>
+inline void value_rows(const float* p, std::int64_t ldp, std::int64_t count, const float* v, std::int64_t value_dim,
+                       float* acc) {
+  std::int64_t column = 0;
+  for (; column + kValueBlock <= value_dim; column += kValueBlock) {
+    value_block<R>(p, ldp, count, v + column, value_dim, acc + column, value_dim);
+  }
+  for (; column < value_dim; ++column) value_column<R>(p, ldp, count, v + column, value_dim, acc + column, value_dim);
+}
+
+// ACC[rows × Dv] += P[rows × count] (row stride ldp) · V[count × Dv].
+inline void accumulate_values(const float* p, std::int64_t ldp, std::int64_t rows, std::int64_t count,
+                              const float* v, std::int64_t value_dim, float* acc) {
+  std::int64_t row = 0;
+  for (; row + kRowBlock <= rows; row += kRowBlock) {
+    value_rows<kRowBlock>(p + row * ldp, ldp, count, v, value_dim, acc + row * value_dim);
+  }
+  for (; row < rows; ++row) value_rows<1>(p + row * ldp, ldp, count, v, value_dim, acc + row * value_dim);
+}
+
+}  // namespace microkernel
+}  // namespace HEED_ISA
+}  // namespace heed::cpu
