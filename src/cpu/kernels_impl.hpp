@@ -1,10 +1,10 @@
 #pragma once
 // The fused CPU routes, compiled once per instruction set (see isa.hpp). Both fold key
-// tiles into running row max / sum / accumulators (online softmax); they differ in which
-// query rows share a key tile:
-//   tiled:  per (batch, query head, query block), block_q consecutive rows of one head;
-//   vector: per (batch, key head, key block), all group × Lq rows of the key head, so every
-//           key is read once for the whole group; several key blocks are merged in pass 2.
+// tiles into running row max / sum / accumulators (online softmax) for the query rows of
+// every query head of one key head, so each key tile is loaded once per group:
+//   tiled:  per (batch, key head, block of block_q query positions), all keys;
+//   vector: per (batch, key head, key block), all Lq positions; several key blocks are
+//           merged exactly in pass 2.
 
 #include <algorithm>
 #include <cmath>
@@ -127,38 +127,30 @@ void store_out(const AttentionParams& p, std::int64_t b, RowAt at, const float* 
             p.out_strides[3], p.value_dim, values);
 }
 
-void tiled_task(const AttentionParams& p, const plan::CpuRoute& r, const Workspace& t, std::int64_t b,
-                std::int64_t h, std::int64_t first_row) {
-  const std::int64_t rows = std::min(r.block_q, p.q_len - first_row);
-  const auto row_of = [&](std::int64_t row) { return RowAt{h, first_row + row}; };
-  for (std::int64_t row = 0; row < rows; ++row) start_row(p, t, b, row, row_of(row));
-  // Only key tiles some row of the block can see.
-  const std::int64_t keys_begin = p.keys_for_row(first_row).begin;
-  const std::int64_t keys_end = p.keys_for_row(first_row + rows - 1).end;
-  for (std::int64_t key = keys_begin; key < keys_end; key += r.block_k) {
-    fold_key_tile(p, t, b, h / p.group(), rows, row_of, key, std::min(r.block_k, keys_end - key));
-  }
-  for (std::int64_t row = 0; row < rows; ++row) {
-    float* acc = t.accum + row * p.value_dim;
-    finalize_row(p, h, t.row_max[row], t.row_sum[row], acc, acc);
-    store_out(p, b, row_of(row), acc);
-  }
-}
+// The query rows of one task: positions [first, first + count) of every query head of key
+// head kv_head; row r is head kv_head * group + r / count at position first + r % count.
+struct Rows {
+  std::int64_t kv_head;
+  std::int64_t first;
+  std::int64_t count;
+  std::int64_t group;
 
-// Vector pass 1 over one key block; writes out directly, or [max, sum, Dv values] per row
-// into `partial` when blocks are merged later.
-void vector_task(const AttentionParams& p, const plan::CpuRoute& r, const Workspace& t, std::int64_t b,
-                 std::int64_t kv_head, std::int64_t block, float* partial) {
-  const std::int64_t rows = r.vector_rows;
-  const auto row_of = [&](std::int64_t row) { return RowAt{kv_head * p.group() + row / p.q_len, row % p.q_len}; };
-  for (std::int64_t row = 0; row < rows; ++row) start_row(p, t, b, row, row_of(row));
-  const std::int64_t span_begin = p.keys_for_row(0).begin;
-  const std::int64_t first = std::min(span_begin + block * r.keys_per_block, p.kv_len);
-  const std::int64_t last = std::min(first + r.keys_per_block, p.kv_len);
-  for (std::int64_t key = first; key < last; key += r.key_chunk) {
-    fold_key_tile(p, t, b, kv_head, rows, row_of, key, std::min(r.key_chunk, last - key));
+  std::int64_t size() const { return count * group; }
+  RowAt operator()(std::int64_t row) const { return {kv_head * group + row / count, first + row % count}; }
+};
+
+// Folds keys [key_begin, key_end) in tiles of tile_keys into the rows' state; then writes
+// the rows to out, or [max, sum, Dv values] per row into `partial` for a later merge.
+void group_task(const AttentionParams& p, const Workspace& t, std::int64_t b, const Rows& rows,
+                std::int64_t key_begin, std::int64_t key_end, std::int64_t tile_keys, float* partial) {
+  for (std::int64_t row = 0; row < rows.size(); ++row) start_row(p, t, b, row, rows(row));
+  // Only keys some row can see: tiles wholly masked by causal or window geometry are skipped.
+  key_begin = std::max(key_begin, p.keys_for_row(rows.first).begin);
+  key_end = std::min(key_end, p.keys_for_row(rows.first + rows.count - 1).end);
+  for (std::int64_t key = key_begin; key < key_end; key += tile_keys) {
+    fold_key_tile(p, t, b, rows.kv_head, rows.size(), rows, key, std::min(tile_keys, key_end - key));
   }
-  for (std::int64_t row = 0; row < rows; ++row) {
+  for (std::int64_t row = 0; row < rows.size(); ++row) {
     float* acc = t.accum + row * p.value_dim;
     if (partial != nullptr) {
       float* slot = partial + row * (p.value_dim + 2);
@@ -167,8 +159,8 @@ void vector_task(const AttentionParams& p, const plan::CpuRoute& r, const Worksp
       for (std::int64_t d = 0; d < p.value_dim; ++d) slot[2 + d] = acc[d];
       continue;
     }
-    finalize_row(p, row_of(row).head, t.row_max[row], t.row_sum[row], acc, acc);
-    store_out(p, b, row_of(row), acc);
+    finalize_row(p, rows(row).head, t.row_max[row], t.row_sum[row], acc, acc);
+    store_out(p, b, rows(row), acc);
   }
 }
 
@@ -192,7 +184,7 @@ void merge_task(const AttentionParams& p, const plan::CpuRoute& r, const float* 
       sum += slot[1] * weight;
       for (std::int64_t d = 0; d < Dv; ++d) acc[d] += slot[2 + d] * weight;
     }
-    const RowAt at{kv_head * p.group() + row / p.q_len, row % p.q_len};
+    const RowAt at = Rows{kv_head, 0, p.q_len, p.group()}(row);
     finalize_row(p, at.head, frame, sum, acc, acc);
     store_out(p, b, at, acc);
   }
@@ -200,17 +192,19 @@ void merge_task(const AttentionParams& p, const plan::CpuRoute& r, const float* 
 
 }  // namespace
 
+// Tiled: one task per (batch, key head, block of block_q query positions).
 void run_tiled_kernel(const AttentionParams& p, const plan::CpuRoute& r, std::byte* scratch) {
   const std::int64_t blocks = (p.q_len + r.block_q - 1) / r.block_q;
-  profile::record(r.plan.kernel_name.c_str(), blocks, p.q_heads, p.batch);
-  parallel_for(r.plan.workers, p.batch * p.q_heads * blocks, [&](std::int64_t task, int worker) {
-    const std::int64_t block = task % blocks;
-    const std::int64_t head = (task / blocks) % p.q_heads;
-    tiled_task(p, r, workspace_of(r, scratch, worker, r.block_q), task / (blocks * p.q_heads), head,
-               block * r.block_q);
+  profile::record(r.plan.kernel_name.c_str(), blocks, p.kv_heads, p.batch);
+  parallel_for(r.plan.workers, p.batch * p.kv_heads * blocks, [&](std::int64_t task, int worker) {
+    const std::int64_t first = (task % blocks) * r.block_q;
+    const Rows rows{(task / blocks) % p.kv_heads, first, std::min(r.block_q, p.q_len - first), p.group()};
+    group_task(p, workspace_of(r, scratch, worker, p.group() * r.block_q), task / (blocks * p.kv_heads), rows, 0,
+               p.kv_len, r.block_k, nullptr);
   });
 }
 
+// Vector: one task per (batch, key head, key block) over all group x Lq rows.
 void run_vector_kernel(const AttentionParams& p, const plan::CpuRoute& r, std::byte* scratch) {
   const std::int64_t tasks = p.batch * p.kv_heads;
   float* partials = r.key_blocks > 1 ? r.partials.at<float>(scratch) : nullptr;
@@ -218,8 +212,10 @@ void run_vector_kernel(const AttentionParams& p, const plan::CpuRoute& r, std::b
   profile::record(r.plan.kernel_name.c_str(), r.key_blocks, p.kv_heads, p.batch);
   parallel_for(r.plan.workers, tasks * r.key_blocks, [&](std::int64_t work, int worker) {
     const std::int64_t task = work / r.key_blocks;
-    vector_task(p, r, workspace_of(r, scratch, worker, r.vector_rows), task / p.kv_heads, task % p.kv_heads,
-                work % r.key_blocks, partials != nullptr ? partials + work * partial_floats : nullptr);
+    const std::int64_t key_begin = p.keys_for_row(0).begin + (work % r.key_blocks) * r.keys_per_block;
+    group_task(p, workspace_of(r, scratch, worker, r.vector_rows), task / p.kv_heads,
+               Rows{task % p.kv_heads, 0, p.q_len, p.group()}, key_begin, key_begin + r.keys_per_block,
+               r.key_chunk, partials != nullptr ? partials + work * partial_floats : nullptr);
   });
   if (partials == nullptr) return;
   profile::record(r.merge_kernel_name.c_str(), 1, p.kv_heads, p.batch);

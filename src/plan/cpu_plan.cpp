@@ -65,18 +65,21 @@ std::optional<Fit> fit_composed(const Problem& p, std::size_t& min_cap) {
   return Fit{rows, 0, float_bytes(rows, p.kv_len, "a score block"), true};
 }
 
+// Tiled tiles hold block_q query positions of every head of a group (group × block_q rows).
 std::optional<Fit> fit_tiled(const Problem& p, const CpuInfo& cpu, std::size_t& min_cap) {
-  std::int64_t block_q = std::clamp<std::int64_t>(p.q_len, 1, kTiledBlockQ);
+  const std::int64_t group = std::max<std::int64_t>(p.group(), 1);
+  std::int64_t block_q = std::clamp<std::int64_t>(kTiledBlockRows / group, 1, std::max<std::int64_t>(p.q_len, 1));
   const auto budget = static_cast<std::int64_t>(cpu.l2_bytes / kTiledL2Share);
-  const std::int64_t fixed = block_q * (p.head_dim + p.value_dim + 2) * kFloat;
+  const auto rows = [&] { return group * block_q; };
+  const std::int64_t fixed = rows() * (p.head_dim + p.value_dim + 2) * kFloat;
   std::int64_t block_k = kTiledMaxBlockK;
   while (block_k > kTiledMinBlockK &&
-         fixed + block_k * (p.head_dim + p.value_dim + block_q) * kFloat > budget) {
+         fixed + block_k * (p.head_dim + p.value_dim + rows()) * kFloat > budget) {
     block_k /= 2;
   }
   block_k = std::min(block_k, std::max<std::int64_t>(p.kv_len, 1));
-  const auto tile_bytes = [&] { return static_cast<std::size_t>(block_q * key_lanes(block_k) * kFloat); };
-  min_cap = static_cast<std::size_t>(kKeyLanes * kFloat);
+  const auto tile_bytes = [&] { return static_cast<std::size_t>(rows() * key_lanes(block_k) * kFloat); };
+  min_cap = static_cast<std::size_t>(group * kKeyLanes * kFloat);
   bool capped = false;
   if (p.max_score_bytes) {
     const auto cap = static_cast<std::size_t>(*p.max_score_bytes);
@@ -152,23 +155,24 @@ void build_vector(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& 
 void build_tiled(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& fit) {
   r.block_q = fit.a;
   r.block_k = fit.b;
+  const std::int64_t rows = p.group() * r.block_q;
   r.plan.kernel = route::Tiled{r.block_q, r.block_k};
-  r.plan.reasons.push_back(format("tiles: {} query rows x {} keys; {} floats of q, k, v, scores and "
-                                  "accumulators per worker within 1/{} of the {} KiB L2",
-                                  r.block_q, r.block_k,
-                                  r.block_q * (p.head_dim + p.value_dim + 2) +
-                                      r.block_k * (p.head_dim + p.value_dim + r.block_q),
+  r.plan.reasons.push_back(format("tiles: {} query positions x {} heads of a key head = {} rows, x {} keys; "
+                                  "{} floats of tiles per worker within 1/{} of the {} KiB L2",
+                                  r.block_q, p.group(), rows, r.block_k,
+                                  rows * (p.head_dim + p.value_dim + 2) +
+                                      r.block_k * (p.head_dim + p.value_dim + rows),
                                   kTiledL2Share, cpu.l2_bytes >> 10));
-  const std::int64_t tasks = p.batch * p.q_heads * ceil_div(p.q_len, r.block_q);
+  const std::int64_t tasks = p.batch * p.kv_heads * ceil_div(p.q_len, r.block_q);
   r.plan.workers = static_cast<int>(std::min<std::int64_t>(cpu.threads, tasks));
   const auto workers = static_cast<std::size_t>(r.plan.workers);
   ScratchLayout layout;
-  r.q_rows = layout.add("q_tile", float_bytes(r.block_q, p.head_dim, "q tile"), workers);
+  r.q_rows = layout.add("q_tile", float_bytes(rows, p.head_dim, "q tile"), workers);
   r.k_rows = layout.add("k_tile_t", float_bytes(key_lanes(r.block_k), p.head_dim, "k tile"), workers);
   r.v_rows = layout.add("v_tile", float_bytes(r.block_k, p.value_dim, "v tile"), workers);
-  r.scores = layout.add("scores", float_bytes(r.block_q, key_lanes(r.block_k), "score tile"), workers);
-  r.accum = layout.add("accum", float_bytes(r.block_q, p.value_dim, "accum"), workers);
-  r.stats = layout.add("row_max_sum", float_bytes(r.block_q, 2, "row stats"), workers);
+  r.scores = layout.add("scores", float_bytes(rows, key_lanes(r.block_k), "score tile"), workers);
+  r.accum = layout.add("accum", float_bytes(rows, p.value_dim, "accum"), workers);
+  r.stats = layout.add("row_max_sum", float_bytes(rows, 2, "row stats"), workers);
   r.plan.buffers = layout.buffers();
   r.plan.scratch_bytes = layout.total_bytes();
 }
@@ -235,7 +239,7 @@ CpuRoute plan_cpu(const Problem& p) {
       reasons.push_back("route composed: asked for by the caller");
       break;
     case RouteChoice::Tiled:
-      if (!tiled) no_route_fits(p, "tiled route (one score)", tiled_min);
+      if (!tiled) no_route_fits(p, "tiled route (16 keys for one position of each head of a group)", tiled_min);
       reasons.push_back("route tiled: asked for by the caller");
       break;
     case RouteChoice::Auto:
@@ -293,7 +297,7 @@ CpuRoute plan_cpu(const Problem& p) {
       r.plan.kernel_name = kernel_name("tiled", p.dtype);
       if (tiled->capped) {
         r.plan.capped = true;
-        reasons.push_back(format("capped: score tile {} x {} so it stays within max_score_bytes {}",
+        reasons.push_back(format("capped: tiles of {} positions x {} keys so scores stay within max_score_bytes {}",
                                  tiled->a, tiled->b, *p.max_score_bytes));
       }
       break;

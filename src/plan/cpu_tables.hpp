@@ -25,8 +25,9 @@ inline constexpr std::int64_t kKeyLanes = 16;
 // Composed (BLAS) route when Lk is at most this and the scores fit the cap.
 inline constexpr std::int64_t kComposedMaxKeys = 128;
 
-// Tiled route: query rows per tile, and the limits of the key tile.
-inline constexpr std::int64_t kTiledBlockQ = 64;
+// Tiled route: query rows per tile (positions x the heads of a group), and the limits of the
+// key tile.
+inline constexpr std::int64_t kTiledBlockRows = 64;
 inline constexpr std::int64_t kTiledMinBlockK = 16;
 inline constexpr std::int64_t kTiledMaxBlockK = 512;
 // Fraction (1/N) of the per-core L2 that one worker's tiles may fill.
