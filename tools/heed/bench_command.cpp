@@ -1,0 +1,75 @@
+// heed bench: the default suite (or named cases) against the composed route.
+
+#include <iostream>
+
+#include "bench.hpp"
+#include "cases.hpp"
+#include "commands.hpp"
+
+namespace heed::cli {
+
+namespace {
+
+constexpr const char* kBenchUsage =
+    "usage: heed bench [--case NAME]... [--reps N] [--device cpu|cuda[:N]] [--json]\n"
+    "\n"
+    "Times heed's route and the composed route on the same inputs (median of N runs after one\n"
+    "warm-up, default 3) and prints the speedup and the largest difference between them.\n"
+    "\n"
+    "  --case NAME    run this case of the suite (repeatable; default: all)\n"
+    "  --reps N       timed runs per route (at least 1)\n"
+    "  --json         a JSON array, one object per case\n";
+
+const std::vector<FlagSpec> kBenchFlags = {
+    {"case", true, true},
+    {"reps"},
+    {"device"},
+    {"json", false},
+    // Limits Lq and Lk of every case (Case::scaled), for quick runs in tests.
+    {"max-len", true, false, true}};
+
+std::string suite_names() {
+  std::string names;
+  for (const cases::Case& c : cases::default_suite()) names += (names.empty() ? "" : ", ") + c.name;
+  return names;
+}
+
+std::vector<cases::Case> selected_cases(const Args& args) {
+  const std::vector<std::string> names = args.values("case");
+  if (names.empty()) return cases::default_suite();
+  std::vector<cases::Case> chosen;
+  for (const std::string& name : names) {
+    const cases::Case* found = cases::find_case(name);
+    if (found == nullptr)
+      usage_error("bench", "unknown case '" + name + "' (valid: " + suite_names() + ")");
+    chosen.push_back(*found);
+  }
+  return chosen;
+}
+
+}  // namespace
+
+int bench_command(const std::vector<std::string>& tokens) {
+  const Args args = Args::parse("bench", tokens, kBenchFlags);
+  if (args.help()) {
+    std::cout << kBenchUsage << "\ncases: " << suite_names() << "\n";
+    return 0;
+  }
+  bench::Options options;
+  if (const auto reps = args.value("reps")) {
+    constexpr std::int64_t kMaxReps = 1000;
+    const std::int64_t count = parse_int("bench", "reps", *reps, 1);
+    if (count > kMaxReps) usage_error("bench", "--reps must be at most 1000, got " + *reps);
+    options.reps = static_cast<int>(count);
+  }
+  if (const auto device = args.value("device")) options.device = parse_device("bench", *device);
+  std::vector<cases::Case> suite = selected_cases(args);
+  if (const auto max_len = args.value("max-len")) {
+    const std::int64_t limit = parse_int("bench", "max-len", *max_len, 1);
+    for (cases::Case& c : suite) c = c.scaled(limit);
+  }
+  bench::run_suite(suite, options, args.has("json"), std::cout);
+  return 0;
+}
+
+}  // namespace heed::cli

@@ -1,0 +1,51 @@
+#include <cstdio>
+
+#include "commands.hpp"
+
+namespace heed::cli {
+
+Device parse_device(const std::string& command, const std::string& text) {
+  if (text == "cpu") return Device::cpu();
+  if (text == "cuda") return Device::cuda(0);
+  if (text.rfind("cuda:", 0) == 0) {
+    const auto index = parse_int(command, "device", std::string_view(text).substr(5), 0);
+    if (index > 1'000'000)
+      usage_error(command, "--device index " + text.substr(5) + " is too large");
+    return Device::cuda(static_cast<int>(index));
+  }
+  usage_error(command, "--device must be cpu, cuda or cuda:N, got '" + text + "'");
+}
+
+RouteChoice parse_route(const std::string& command, const std::string& text) {
+  const std::string route =
+      parse_choice(command, "route", text, {"auto", "vector", "tiled", "composed"});
+  if (route == "vector") return RouteChoice::Vector;
+  if (route == "tiled") return RouteChoice::Tiled;
+  if (route == "composed") return RouteChoice::Composed;
+  return RouteChoice::Auto;
+}
+
+void apply_common_options(const Args& args, AttentionOptions& options) {
+  const std::string& command = args.command();
+  options.causal = args.has("causal");
+  if (const auto window = args.value("window"))
+    options.window = parse_int(command, "window", *window, 1);
+  if (const auto cap = args.value("max-score-bytes")) {
+    options.max_score_bytes = parse_int(command, "max-score-bytes", *cap, 1);
+  }
+  if (const auto route = args.value("route")) options.route = parse_route(command, *route);
+}
+
+std::string human_bytes(double bytes) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  std::size_t unit = 0;
+  while (bytes >= 1024.0 && unit + 1 < std::size(kUnits)) {
+    bytes /= 1024.0;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof(text), unit == 0 ? "%.0f %s" : "%.2f %s", bytes, kUnits[unit]);
+  return text;
+}
+
+}  // namespace heed::cli
