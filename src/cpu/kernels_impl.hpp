@@ -28,6 +28,7 @@ using microkernel::kKeyLanes;
 // accumulators [rows × Dv], then row max and row sum.
 struct Workspace {
   float* q;
+  float* k_row;  // one key row in float32, on its way into Kᵀ
   float* k_t;
   float* v;
   float* scores;
@@ -39,7 +40,8 @@ struct Workspace {
 Workspace workspace_of(const plan::CpuRoute& r, std::byte* scratch, int worker, std::int64_t rows) {
   const auto w = static_cast<std::size_t>(worker);
   float* stats = r.stats.at<float>(scratch, w);
-  return {r.q_rows.at<float>(scratch, w), r.k_rows.at<float>(scratch, w), r.v_rows.at<float>(scratch, w),
+  return {r.q_rows.at<float>(scratch, w), r.k_row.at<float>(scratch, w), r.k_rows.at<float>(scratch, w),
+          r.v_rows.at<float>(scratch, w),
           r.scores.at<float>(scratch, w), r.accum.at<float>(scratch, w), stats, stats + rows};
 }
 
@@ -69,8 +71,8 @@ void load_key_tile(const AttentionParams& p, const Workspace& t, std::int64_t b,
   const std::int64_t k_base = b * p.k_strides[0] + kv_head * p.k_strides[1];
   const std::int64_t v_base = b * p.v_strides[0] + kv_head * p.v_strides[1];
   for (std::int64_t j = 0; j < count; ++j) {
-    const std::int64_t k_row = k_base + (key + j) * p.k_strides[2];
-    for (std::int64_t d = 0; d < D; ++d) t.k_t[d * ldk + j] = load_element(p.k, p.dtype, k_row + d * p.k_strides[3]);
+    load_row(p.k, p.dtype, k_base + (key + j) * p.k_strides[2], p.k_strides[3], D, t.k_row);
+    for (std::int64_t d = 0; d < D; ++d) t.k_t[d * ldk + j] = t.k_row[d];
     load_row(p.v, p.dtype, v_base + (key + j) * p.v_strides[2], p.v_strides[3], Dv, t.v + j * Dv);
   }
   for (std::int64_t d = 0; d < D; ++d) {

@@ -1,6 +1,7 @@
 #pragma once
 // Conversions between the caller's strided rows and float32 rows.
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
 
@@ -29,7 +30,14 @@ inline void load_row(const void* base, DType dtype, std::int64_t offset, std::in
   }
   if (dtype == DType::BFloat16) {
     const auto* row = static_cast<const std::uint16_t*>(base) + offset;
-    for (std::int64_t e = 0; e < count; ++e) dst[e] = bfloat16_bits_to_float(row[e * stride]);
+    for (std::int64_t e = 0; e < count; ++e) {
+      dst[e] = std::bit_cast<float>(static_cast<std::uint32_t>(row[e * stride]) << 16);
+    }
+    return;
+  }
+  if (dtype == DType::Float16) {  // IEEE conversion: F16C where the ISA has it
+    const auto* row = static_cast<const std::uint16_t*>(base) + offset;
+    for (std::int64_t e = 0; e < count; ++e) dst[e] = static_cast<float>(std::bit_cast<_Float16>(row[e * stride]));
     return;
   }
   for (std::int64_t e = 0; e < count; ++e) dst[e] = load_element(base, dtype, offset + e * stride);

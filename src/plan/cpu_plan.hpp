@@ -29,7 +29,7 @@ struct CpuRoute {
   bool pack_inputs = false;  // convert q, k, v to float32 rows for BLAS
 
   // Per-worker regions (slice = worker) and the shared ones.
-  Region q_rows, k_rows, v_rows, scores, accum, stats, out_rows;
+  Region q_rows, k_row, k_rows, v_rows, scores, accum, stats, out_rows;
   Region partials;  // vector, two passes: [tasks][rows][Dv + 2]
 };
 
