@@ -57,7 +57,8 @@ std::vector<std::int64_t> contiguous_strides(const Shape& shape) {
   std::int64_t stride = 1;
   for (int axis = shape.rank() - 1; axis >= 0; --axis) {
     strides[static_cast<std::size_t>(axis)] = stride;
-    stride *= shape[axis] > 1 ? shape[axis] : 1;
+    // The product past the outermost axis is never a stride; skipping it avoids an overflow.
+    if (axis > 0) stride *= shape[axis] > 1 ? shape[axis] : 1;
   }
   return strides;
 }

@@ -69,17 +69,19 @@ std::optional<Fit> fit_composed(const Problem& p, std::size_t& min_cap) {
 std::optional<Fit> fit_tiled(const Problem& p, const CpuInfo& cpu, std::size_t& min_cap) {
   const std::int64_t group = std::max<std::int64_t>(p.group(), 1);
   std::int64_t block_q = std::clamp<std::int64_t>(kTiledBlockRows / group, 1, std::max<std::int64_t>(p.q_len, 1));
-  const auto budget = static_cast<std::int64_t>(cpu.l2_bytes / kTiledL2Share);
   const auto rows = [&] { return group * block_q; };
-  const std::int64_t fixed = rows() * (p.head_dim + p.value_dim + 2) * kFloat;
+  // In double: the budget only steers the tile size, and huge head sizes must not overflow.
+  const double budget = static_cast<double>(cpu.l2_bytes) / kTiledL2Share;
+  const double row_floats = static_cast<double>(p.head_dim) + static_cast<double>(p.value_dim);
+  const double fixed = static_cast<double>(rows()) * (row_floats + 2) * kFloat;
   std::int64_t block_k = kTiledMaxBlockK;
   while (block_k > kTiledMinBlockK &&
-         fixed + block_k * (p.head_dim + p.value_dim + rows()) * kFloat > budget) {
+         fixed + static_cast<double>(block_k) * (row_floats + static_cast<double>(rows())) * kFloat > budget) {
     block_k /= 2;
   }
   block_k = std::min(block_k, std::max<std::int64_t>(p.kv_len, 1));
-  const auto tile_bytes = [&] { return static_cast<std::size_t>(rows() * key_lanes(block_k) * kFloat); };
-  min_cap = static_cast<std::size_t>(group * kKeyLanes * kFloat);
+  const auto tile_bytes = [&] { return float_bytes(rows(), key_lanes(block_k), "a score tile"); };
+  min_cap = float_bytes(group, kKeyLanes, "a score tile");
   bool capped = false;
   if (p.max_score_bytes) {
     const auto cap = static_cast<std::size_t>(*p.max_score_bytes);
@@ -94,8 +96,8 @@ std::optional<Fit> fit_tiled(const Problem& p, const CpuInfo& cpu, std::size_t& 
 
 std::optional<Fit> fit_vector(const Problem& p, std::int64_t rows, std::size_t& min_cap) {
   std::int64_t chunk = std::clamp<std::int64_t>(visible_key_span(p), 1, kVectorKeyChunk);
-  const auto tile_bytes = [&] { return static_cast<std::size_t>(rows * key_lanes(chunk) * kFloat); };
-  min_cap = static_cast<std::size_t>(std::max<std::int64_t>(rows, 1) * kKeyLanes * kFloat);
+  const auto tile_bytes = [&] { return float_bytes(rows, key_lanes(chunk), "a score chunk"); };
+  min_cap = float_bytes(std::max<std::int64_t>(rows, 1), kKeyLanes, "a score chunk");
   bool capped = false;
   if (p.max_score_bytes) {
     const auto cap = static_cast<std::size_t>(*p.max_score_bytes);
@@ -186,10 +188,10 @@ void build_composed(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit
   } else {
     r.plan.kernel = route::Composed{};
   }
-  r.pack_inputs = p.dtype != DType::Float32 || !p.blas_reads_inputs;
+  r.pack_inputs = p.dtype != DType::Float32 || !p.rows_contiguous;
   r.plan.reasons.push_back(
       r.pack_inputs ? format("inputs converted to float32 rows for BLAS ({}{})", to_string(p.dtype),
-                             p.blas_reads_inputs ? "" : ", last dimension not contiguous")
+                             p.rows_contiguous ? "" : ", rows not contiguous")
                     : std::string("BLAS reads q, k and v in place (float32, last dimension contiguous)"));
   const std::int64_t tasks = p.batch * p.q_heads * ceil_div(p.q_len, std::max<std::int64_t>(r.rows, 1));
   r.plan.workers = static_cast<int>(std::min<std::int64_t>(cpu.threads, tasks));
@@ -229,9 +231,13 @@ CpuRoute plan_cpu(const Problem& p) {
   const auto tiled = fit_tiled(p, cpu, tiled_min);
 
   enum class Pick { Vector, Tiled, Composed } pick = Pick::Tiled;
+  // The route Auto takes without a cap; a cap that moves Auto elsewhere marks the plan capped.
+  const Pick preferred = rows <= kVectorMaxRows ? Pick::Vector
+                         : p.kv_len <= kComposedMaxKeys ? Pick::Composed
+                                                        : Pick::Tiled;
   switch (p.route) {
     case RouteChoice::Vector:
-      if (!vector) no_route_fits(p, "vector route (one score per query row of a key head)", vector_min);
+      if (!vector) no_route_fits(p, "vector route (16 scores per query row of a key head)", vector_min);
       pick = Pick::Vector;
       reasons.push_back("route vector: asked for by the caller");
       break;
@@ -251,8 +257,11 @@ CpuRoute plan_cpu(const Problem& p) {
                                  rows, p.group(), p.q_len, kVectorMaxRows));
       } else if (p.kv_len <= kComposedMaxKeys && composed) {
         pick = Pick::Composed;
-        reasons.push_back(format("route composed: Lk {} <= {}, where BLAS on materialised scores wins",
-                                 p.kv_len, kComposedMaxKeys));
+        reasons.push_back(preferred == Pick::Vector
+                              ? format("route composed: the vector route's {} x 16 scores exceed max_score_bytes {}",
+                                       rows, *p.max_score_bytes)
+                              : format("route composed: Lk {} <= {}, where BLAS on materialised scores wins",
+                                       p.kv_len, kComposedMaxKeys));
       } else if (tiled) {
         reasons.push_back(rows <= kVectorMaxRows
                               ? format("route tiled: the vector route's {} scores exceed the cap", rows)
@@ -261,10 +270,10 @@ CpuRoute plan_cpu(const Problem& p) {
                                        p.kv_len, composed_min, *p.max_score_bytes)
                               : format("route tiled: {} query rows per key head > {} and Lk {} > {}", rows,
                                        kVectorMaxRows, p.kv_len, kComposedMaxKeys));
-        r.plan.capped = (rows <= kVectorMaxRows || p.kv_len <= kComposedMaxKeys);
       } else {
         no_route_fits(p, "smallest route", std::min({vector_min, composed_min, tiled_min}));
       }
+      r.plan.capped = pick != preferred;
       break;
   }
 
@@ -303,6 +312,13 @@ CpuRoute plan_cpu(const Problem& p) {
                                  tiled->a, tiled->b, *p.max_score_bytes));
       }
       break;
+  }
+  if (p.empty_output()) {
+    r.plan.workers = 0;
+    r.plan.buffers.clear();
+    r.plan.scratch_bytes = 0;
+    r.plan.max_intermediate_bytes = 0;
+    reasons.push_back("empty output: nothing runs and no scratch is held");
   }
   reasons.push_back(format("workers: {} of {} threads; {} kernels", r.plan.workers, cpu.threads,
                            pick == Pick::Composed ? "BLAS" : to_string(cpu.isa)));

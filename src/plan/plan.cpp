@@ -81,11 +81,9 @@ std::string AttentionPlan::to_json() const {
 namespace plan {
 namespace {
 
-// BLAS reads a [B, H, L, E] float32 view in place when its rows are contiguous and do not
-// overlap (leading dimension >= E).
-bool blas_reads_rows(const TensorView& view) {
-  return view.dtype == DType::Float32 && view.last_dim_contiguous() &&
-         (view.shape[2] <= 1 || view.strides[2] >= view.shape[3]);
+// The rows of a [B, H, L, E] view are contiguous and do not overlap (leading dimension >= E).
+bool rows_contiguous(const TensorView& view) {
+  return view.last_dim_contiguous() && (view.shape[2] <= 1 || view.strides[2] >= view.shape[3]);
 }
 
 }  // namespace
@@ -106,7 +104,7 @@ Problem validate_views(const TensorView& q, const TensorView& k, const TensorVie
     }
   }
   Problem problem = validate_problem(q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype, options);
-  problem.blas_reads_inputs = blas_reads_rows(q) && blas_reads_rows(k) && blas_reads_rows(v);
+  problem.rows_contiguous = rows_contiguous(q) && rows_contiguous(k) && rows_contiguous(v);
   for (const auto& [view, name] : {std::pair{&k, "k"}, {&v, "v"}}) {
     if (!(view->device == q.device)) {
       throw Error(ErrorKind::InvalidArgument, format("[{}] {} is on {} but q is on {}", kOp, name,

@@ -30,8 +30,9 @@ struct Problem {
   bool sinks = false;
   std::optional<std::int64_t> max_score_bytes;
   RouteChoice route = RouteChoice::Auto;
-  // q, k, v are float32 with a contiguous last dimension: BLAS reads them in place.
-  bool blas_reads_inputs = true;
+  // Rows of q, k and v are contiguous and do not overlap (leading dimension >= the row), so
+  // BLAS could read them in place were they float32.
+  bool rows_contiguous = true;
 
   std::int64_t group() const { return kv_heads > 0 ? q_heads / kv_heads : 0; }
   bool empty_output() const { return batch == 0 || q_heads == 0 || q_len == 0 || value_dim == 0; }

@@ -91,7 +91,11 @@ Problem validate_problem(const Shape& q, const Shape& k, const Shape& v, DType q
   p.dtype = q_dtype;
   p.causal = options.causal;
   p.route = options.route;
-  Shape{p.batch, p.q_heads, p.q_len, p.value_dim}.numel(kOp);
+  // Every tensor must also fit in bytes as float32, the kernels' working type.
+  checked_mul(q.numel(kOp), 4, kOp, "q bytes");
+  checked_mul(k.numel(kOp), 4, kOp, "k bytes");
+  checked_mul(v.numel(kOp), 4, kOp, "v bytes");
+  checked_mul(Shape{p.batch, p.q_heads, p.q_len, p.value_dim}.numel(kOp), 4, kOp, "out bytes");
   const std::int64_t rows = checked_mul(checked_mul(p.batch, p.q_heads, kOp, "B * Hq"), p.q_len, kOp, "B * Hq * Lq");
   checked_mul(checked_mul(rows, p.kv_len, kOp, "the score count B * Hq * Lq * Lk"), 4, kOp,
               "the score bytes B * Hq * Lq * Lk * 4");

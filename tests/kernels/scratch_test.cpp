@@ -1,0 +1,165 @@
+// The memory model: scratch_bytes is the plan's promise of peak - active during the call.
+// Measured <= scratch_bytes + allocator rounding, >= 80% of it where it is >= 8 MiB; with a
+// caller workspace heed allocates nothing; a workspace that is too small is rejected.
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <memory>
+
+#include "support/problem.hpp"
+
+namespace heed::test {
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+constexpr std::size_t kLargeScratch = 8 * kMiB;
+
+CaseSpec scratch_case(std::string name, std::int64_t batch, std::int64_t q_heads, std::int64_t kv_heads,
+                      std::int64_t q_len, std::int64_t kv_len, std::int64_t head_dim, DType dtype,
+                      RouteChoice route, std::optional<std::int64_t> cap = std::nullopt) {
+  CaseSpec spec;
+  spec.name = std::move(name);
+  spec.batch = batch;
+  spec.q_heads = q_heads;
+  spec.kv_heads = kv_heads;
+  spec.q_len = q_len;
+  spec.kv_len = kv_len;
+  spec.head_dim = spec.value_dim = head_dim;
+  spec.dtype = dtype;
+  spec.route = route;
+  spec.max_score_bytes = cap;
+  return spec;
+}
+
+struct ScratchCase {
+  CaseSpec spec;
+  bool large = false;  // the plan's scratch must reach 8 MiB (so the 80% bound applies)
+};
+
+void PrintTo(const ScratchCase& c, std::ostream* os) { *os << c.spec.name; }
+
+std::vector<ScratchCase> scratch_cases() {
+  constexpr auto f32 = DType::Float32;
+  constexpr auto f16 = DType::Float16;
+  constexpr auto bf16 = DType::BFloat16;
+  constexpr auto Auto = RouteChoice::Auto;
+  constexpr auto Vector = RouteChoice::Vector;
+  constexpr auto Tiled = RouteChoice::Tiled;
+  constexpr auto Composed = RouteChoice::Composed;
+  return {
+      {scratch_case("vector_single_pass", 2, 8, 2, 1, 300, 64, f32, Auto)},
+      {scratch_case("vector_two_pass", 1, 8, 1, 1, 3000, 128, bf16, Vector)},
+      {scratch_case("vector_rows", 1, 4, 1, 7, 500, 64, f16, Vector)},
+      {scratch_case("tiled_f32", 1, 4, 2, 300, 500, 64, f32, Tiled)},
+      {scratch_case("tiled_bf16_d256", 1, 2, 2, 100, 300, 256, bf16, Auto)},
+      {scratch_case("tiled_capped", 1, 2, 2, 100, 300, 64, f32, Tiled, 512)},
+      {scratch_case("composed_small", 1, 2, 2, 60, 100, 64, f32, Auto)},
+      {scratch_case("composed_f16_packed", 1, 2, 2, 60, 100, 64, f16, Composed)},
+      // One head's scores alone exceed 8 MiB: 1536 x 1536 x 4 bytes.
+      {scratch_case("composed_large", 1, 2, 2, 1536, 1536, 64, f32, Composed), true},
+      {scratch_case("composed_large_bf16", 1, 1, 1, 1536, 1536, 64, bf16, Composed), true},
+      // Blocks of 786 rows x 3000 keys (9 MiB of scores) per worker.
+      {scratch_case("composed_blocks_large", 1, 1, 1, 1500, 3000, 64, f32, Composed, 9 * 1024 * 1024), true},
+      {scratch_case("composed_blocks_small", 1, 2, 2, 200, 100, 64, f32, Auto, 100 * 4 * 16)},
+  };
+}
+
+class Scratch : public ::testing::TestWithParam<ScratchCase> {};
+
+TEST_P(Scratch, MeasuredPeakMatchesThePlan) {
+  const ScratchCase& c = GetParam();
+  const auto problem = make_problem(c.spec);
+  const AttentionPlan plan = problem->plan();
+  SCOPED_TRACE(plan.to_json());
+  if (c.large) {
+    ASSERT_GE(plan.scratch_bytes, kLargeScratch) << "the case was chosen to reach 8 MiB";
+  }
+
+  // The buffers lay out scratch_bytes: each fits inside it.
+  for (const ScratchBuffer& buffer : plan.buffers) {
+    EXPECT_LE(buffer.offset + buffer.bytes, plan.scratch_bytes) << buffer.name;
+  }
+  reset_peak();
+  const MemoryStats before = memory_stats();
+  EXPECT_EQ(before.peak, before.active) << "reset_peak sets the peak to what is held";
+  problem->run();
+  const MemoryStats after = memory_stats();
+  const std::size_t measured = after.peak - before.active;
+  const std::size_t rounding = plan.buffers.size() * kAllocationAlignment;
+  EXPECT_LE(measured, plan.scratch_bytes + rounding) << "measured " << measured << ", planned " << plan.scratch_bytes;
+  if (plan.scratch_bytes >= kLargeScratch) {
+    EXPECT_GE(static_cast<double>(measured), 0.8 * static_cast<double>(plan.scratch_bytes))
+        << "measured " << measured << ", planned " << plan.scratch_bytes;
+  }
+  EXPECT_EQ(after.active, before.active) << "scratch was not given back";
+}
+
+TEST_P(Scratch, CallerWorkspaceMeansNoAllocation) {
+  const ScratchCase& c = GetParam();
+  const auto problem = make_problem(c.spec);
+  const AttentionPlan plan = problem->plan();
+  // A 64-byte aligned workspace of exactly scratch_bytes.
+  const std::size_t bytes = std::max<std::size_t>(plan.scratch_bytes, 1);
+  std::unique_ptr<void, decltype(&std::free)> workspace(
+      std::aligned_alloc(kAllocationAlignment, (bytes + kAllocationAlignment - 1) / kAllocationAlignment * kAllocationAlignment),
+      &std::free);
+  ASSERT_NE(workspace, nullptr);
+  problem->options().workspace = workspace.get();
+  problem->options().workspace_bytes = plan.scratch_bytes;
+
+  reset_peak();
+  const MemoryStats before = memory_stats();
+  problem->run();
+  const MemoryStats after = memory_stats();
+  EXPECT_EQ(after.peak - before.active, 0u) << "heed allocated despite a workspace";
+  EXPECT_EQ(after.active, before.active);
+
+  // The answer through the workspace is the oracle's answer too.
+  if (c.spec.oracle_cost() <= 1e8) {
+    EXPECT_TRUE(matches_reference(problem->out().view(), problem->reference()));
+  }
+}
+
+TEST_P(Scratch, WorkspaceTooSmallIsRejected) {
+  const ScratchCase& c = GetParam();
+  const auto problem = make_problem(c.spec);
+  const AttentionPlan plan = problem->plan();
+  ASSERT_GT(plan.scratch_bytes, 0u);
+  std::vector<unsigned char> workspace(plan.scratch_bytes, 0);
+  problem->options().workspace = workspace.data();
+  problem->options().workspace_bytes = plan.scratch_bytes - 1;
+  try {
+    problem->run();
+    ADD_FAILURE() << "a workspace of scratch_bytes - 1 was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::InvalidArgument) << error.what();
+    EXPECT_EQ(std::string(error.what()).rfind("[heed::attention]", 0), 0u) << error.what();
+    EXPECT_NE(std::string(error.what()).find(std::to_string(plan.scratch_bytes)), std::string::npos) << error.what();
+  }
+  EXPECT_EQ(problem->out().storage(), problem->out_before()) << "out written on error";
+}
+
+// The workspace must be aligned to 4 bytes (docs/design.md §8).
+TEST_P(Scratch, MisalignedWorkspaceIsRejected) {
+  const ScratchCase& c = GetParam();
+  const auto problem = make_problem(c.spec);
+  const AttentionPlan plan = problem->plan();
+  std::vector<unsigned char> workspace(plan.scratch_bytes + 8, 0);
+  problem->options().workspace = workspace.data() + 1;
+  problem->options().workspace_bytes = plan.scratch_bytes + 4;
+  try {
+    problem->run();
+    ADD_FAILURE() << "a workspace at an odd address was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::InvalidArgument) << error.what();
+    EXPECT_NE(std::string(error.what()).find("align"), std::string::npos) << error.what();
+  }
+  EXPECT_EQ(problem->out().storage(), problem->out_before()) << "out written on error";
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, Scratch, ::testing::ValuesIn(scratch_cases()),
+                         [](const auto& param_info) { return param_info.param.spec.name; });
+
+}  // namespace
+}  // namespace heed::test
