@@ -6,31 +6,42 @@
 
 namespace heed::plan::cpu {
 
-// Vector route when one key head serves at most this many query rows (group × Lq): then
-// every key is read once for all rows and the work is bound by reading K and V.
-// Initial value from the decode shapes of the suite (group 4 and 8, Lq 1); to be swept in
-// the CPU-kernels issue.
+// Vector route when one key head serves at most this many query rows (group × Lq): the work
+// is bound by reading K and V, and the vector route alone splits keys across threads when
+// (batch × key heads) is small. heed_route_sweep, 2 threads, B 1, 32/8 heads, Lk 4096,
+// D 128, vector vs tiled: Lq 1 (4 rows) 4.1 vs 4.1 ms, Lq 4 (16 rows) 5.2 vs 5.0 ms, Lq 16
+// (64 rows) 11.6 vs 11.5 ms: a tie on this shape, where 8 key heads fill 2 threads; the
+// threshold keeps decode on the route that can split keys.
 inline constexpr std::int64_t kVectorMaxRows = 16;
 // Keys per partition below which splitting a (batch, key head) task costs more in merging
-// than it gains in threads.
+// than it gains in threads. Not yet swept: reasoned from the merge cost (one pass over
+// rows × (Dv + 2) floats per block); the CPU-kernels issue measures it.
 inline constexpr std::int64_t kVectorMinKeysPerBlock = 256;
 // Key blocks per thread when (batch × key heads) tasks cannot fill the threads.
 inline constexpr std::int64_t kVectorBlocksPerThread = 2;
-// Keys whose scores the vector kernel holds at once per query row.
+// Keys whose scores the vector kernel holds at once per query row; the same 64 keys that
+// measured best as the tiled route's key tile (below).
 inline constexpr std::int64_t kVectorKeyChunk = 64;
 
 // Keys per score block of the fused micro-kernels (one AVX-512 register of float32).
 inline constexpr std::int64_t kKeyLanes = 16;
 
 // Composed (BLAS) route when Lk is at most this and the scores fit the cap.
-inline constexpr std::int64_t kComposedMaxKeys = 128;
+// heed_route_sweep (2026-11-30, this 2-core machine), B 4, 8 heads, Lq = Lk, D 64 / 128,
+// composed vs tiled: Lk 32: 0.153 / 0.198 vs 0.183 / 0.218 ms; Lk 64: 1.006 / 1.340 vs
+// 0.844 / 1.283 ms; Lk 96: 1.145 / 1.619 vs 1.010 / 1.440 ms. Composed wins at 32 only.
+inline constexpr std::int64_t kComposedMaxKeys = 32;
 
 // Tiled route: query rows per tile (positions x the heads of a group), and the limits of the
-// key tile.
-inline constexpr std::int64_t kTiledBlockRows = 64;
+// key tile. heed_route_sweep over (block_k max, rows) in {64, 128} x {64, 128}, 2 threads,
+// B 4, 8 heads, L 128-512, D 64/128: 64 / 128 was best or within 5% of best on every shape
+// (L 512, D 128: 38.7 ms vs 42.3 for 64/64, 46.9 for 128/64, 40.8 for 128/128); the former
+// 512-key tiles took 48.7 ms there.
+inline constexpr std::int64_t kTiledBlockRows = 128;
 inline constexpr std::int64_t kTiledMinBlockK = 16;
-inline constexpr std::int64_t kTiledMaxBlockK = 512;
-// Fraction (1/N) of the per-core L2 that one worker's tiles may fill.
+inline constexpr std::int64_t kTiledMaxBlockK = 64;
+// Fraction (1/N) of the per-core L2 that one worker's tiles may fill (leaves room for the
+// caller's K/V lines in flight); not yet swept.
 inline constexpr std::int64_t kTiledL2Share = 2;
 
 }  // namespace heed::plan::cpu
