@@ -85,8 +85,12 @@ std::optional<Fit> fit_tiled(const Problem& p, const CpuInfo& cpu, std::size_t& 
   bool capped = false;
   if (p.max_score_bytes) {
     const auto cap = static_cast<std::size_t>(*p.max_score_bytes);
-    while (tile_bytes() > cap && (block_q > 1 || block_k > kKeyLanes)) {
-      if (block_k > kKeyLanes) block_k = std::max(kKeyLanes, block_k / 2); else block_q = (block_q + 1) / 2;
+    while (tile_bytes() > cap && block_k > kKeyLanes) {
+      block_k = std::max(kKeyLanes, block_k / 2);
+      capped = true;
+    }
+    if (tile_bytes() > cap) {  // then as many query positions as the cap holds
+      block_q = std::max<std::int64_t>(1, static_cast<std::int64_t>(cap / float_bytes(group, key_lanes(block_k), "a score tile")));
       capped = true;
     }
     if (tile_bytes() > cap) return std::nullopt;
@@ -210,7 +214,7 @@ void build_composed(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit
 
 [[noreturn]] void no_route_fits(const Problem& p, const char* route, std::size_t min_cap) {
   throw Error(ErrorKind::InvalidArgument,
-              format("[{}] max_score_bytes ({}) is below what the {} needs; the smallest cap that fits is {} bytes",
+              format("[{}] max_score_bytes ({}) is below what {} needs; the smallest cap that fits is {} bytes",
                      kOp, *p.max_score_bytes, route, min_cap));
 }
 
@@ -237,17 +241,17 @@ CpuRoute plan_cpu(const Problem& p) {
                                                         : Pick::Tiled;
   switch (p.route) {
     case RouteChoice::Vector:
-      if (!vector) no_route_fits(p, "vector route (16 scores per query row of a key head)", vector_min);
+      if (!vector) no_route_fits(p, "the vector route (16 scores per query row of a key head)", vector_min);
       pick = Pick::Vector;
       reasons.push_back("route vector: asked for by the caller");
       break;
     case RouteChoice::Composed:
-      if (!composed) no_route_fits(p, "composed route (one row of Lk scores)", composed_min);
+      if (!composed) no_route_fits(p, "the composed route (one row of Lk scores)", composed_min);
       pick = Pick::Composed;
       reasons.push_back("route composed: asked for by the caller");
       break;
     case RouteChoice::Tiled:
-      if (!tiled) no_route_fits(p, "tiled route (16 keys for one position of each head of a group)", tiled_min);
+      if (!tiled) no_route_fits(p, "the tiled route (16 keys for one position of each head of a group)", tiled_min);
       reasons.push_back("route tiled: asked for by the caller");
       break;
     case RouteChoice::Auto:
@@ -271,7 +275,7 @@ CpuRoute plan_cpu(const Problem& p) {
                               : format("route tiled: {} query rows per key head > {} and Lk {} > {}", rows,
                                        kVectorMaxRows, p.kv_len, kComposedMaxKeys));
       } else {
-        no_route_fits(p, "smallest route", std::min({vector_min, composed_min, tiled_min}));
+        no_route_fits(p, "any route", std::min({vector_min, composed_min, tiled_min}));
       }
       r.plan.capped = pick != preferred;
       break;
