@@ -112,7 +112,7 @@ void run_block(const AttentionParams& p, const ComposedBuffers& t, std::int64_t 
 void run_composed(const AttentionParams& p, const plan::CpuRoute& r, std::byte* scratch) {
   use_single_threaded_blas();
   const std::int64_t blocks = (p.q_len + r.rows - 1) / r.rows;
-  profile::record(r.plan.kernel_name.c_str(), blocks, p.q_heads, p.batch);
+  const profile::Dispatch dispatch(r.plan.kernel_name.c_str(), blocks, p.q_heads, p.batch);
   std::vector<std::int64_t> packed_kv(static_cast<std::size_t>(std::max(r.plan.workers, 1)), -1);
   parallel_for(r.plan.workers, p.batch * p.q_heads * blocks, [&](std::int64_t task, int worker) {
     const auto w = static_cast<std::size_t>(worker);

@@ -197,7 +197,7 @@ void merge_task(const AttentionParams& p, const plan::CpuRoute& r, const float* 
 // Tiled: one task per (batch, key head, block of block_q query positions).
 void run_tiled_kernel(const AttentionParams& p, const plan::CpuRoute& r, std::byte* scratch) {
   const std::int64_t blocks = (p.q_len + r.block_q - 1) / r.block_q;
-  profile::record(r.plan.kernel_name.c_str(), blocks, p.kv_heads, p.batch);
+  const profile::Dispatch dispatch(r.plan.kernel_name.c_str(), blocks, p.kv_heads, p.batch);
   parallel_for(r.plan.workers, p.batch * p.kv_heads * blocks, [&](std::int64_t task, int worker) {
     const std::int64_t first = (task % blocks) * r.block_q;
     const Rows rows{(task / blocks) % p.kv_heads, first, std::min(r.block_q, p.q_len - first), p.group()};
@@ -207,21 +207,24 @@ void run_tiled_kernel(const AttentionParams& p, const plan::CpuRoute& r, std::by
 }
 
 // Vector: one task per (batch, key head, key block) over all group x Lq rows.
-void run_vector_kernel(const AttentionParams& p, const plan::CpuRoute& r, std::byte* scratch) {
-  const std::int64_t tasks = p.batch * p.kv_heads;
-  float* partials = r.key_blocks > 1 ? r.partials.at<float>(scratch) : nullptr;
+void vector_pass(const AttentionParams& p, const plan::CpuRoute& r, std::byte* scratch, float* partials) {
+  const profile::Dispatch dispatch(r.plan.kernel_name.c_str(), r.key_blocks, p.kv_heads, p.batch);
   const std::int64_t partial_floats = r.vector_rows * (p.value_dim + 2);
-  profile::record(r.plan.kernel_name.c_str(), r.key_blocks, p.kv_heads, p.batch);
-  parallel_for(r.plan.workers, tasks * r.key_blocks, [&](std::int64_t work, int worker) {
+  parallel_for(r.plan.workers, p.batch * p.kv_heads * r.key_blocks, [&](std::int64_t work, int worker) {
     const std::int64_t task = work / r.key_blocks;
     const std::int64_t key_begin = p.keys_for_row(0).begin + (work % r.key_blocks) * r.keys_per_block;
     group_task(p, workspace_of(r, scratch, worker, r.vector_rows), task / p.kv_heads,
                Rows{task % p.kv_heads, 0, p.q_len, p.group()}, key_begin, key_begin + r.keys_per_block,
                r.key_chunk, partials != nullptr ? partials + work * partial_floats : nullptr);
   });
+}
+
+void run_vector_kernel(const AttentionParams& p, const plan::CpuRoute& r, std::byte* scratch) {
+  float* partials = r.key_blocks > 1 ? r.partials.at<float>(scratch) : nullptr;
+  vector_pass(p, r, scratch, partials);
   if (partials == nullptr) return;
-  profile::record(r.merge_kernel_name.c_str(), 1, p.kv_heads, p.batch);
-  parallel_for(r.plan.workers, tasks, [&](std::int64_t task, int worker) {
+  const profile::Dispatch merge(r.merge_kernel_name.c_str(), 1, p.kv_heads, p.batch);
+  parallel_for(r.plan.workers, p.batch * p.kv_heads, [&](std::int64_t task, int worker) {
     merge_task(p, r, partials, task, r.accum.at<float>(scratch, static_cast<std::size_t>(worker)));
   });
 }

@@ -1,6 +1,8 @@
 #include "heed/profile.hpp"
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <string_view>
@@ -20,9 +22,14 @@ Mode mode_from_environment() {
 
 struct Table {
   std::mutex mutex;
-  std::vector<std::pair<std::string, std::int64_t>> entries;
+  std::vector<Record> entries;
   std::unordered_map<std::string, std::size_t> index;
 };
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 Table& table() {
   static Table instance;
@@ -47,32 +54,56 @@ void reset() {
   t.index.clear();
 }
 
-std::vector<std::pair<std::string, std::int64_t>> entries() {
+std::vector<Record> records() {
   Table& t = table();
   std::lock_guard lock(t.mutex);
   return t.entries;
 }
 
+std::vector<std::pair<std::string, std::int64_t>> entries() {
+  std::vector<std::pair<std::string, std::int64_t>> list;
+  for (Record& r : records()) list.emplace_back(std::move(r.key), r.count);
+  return list;
+}
+
 std::string report() {
   std::string text;
-  for (const auto& [key, count] : entries()) {
-    text += key + " x" + std::to_string(count) + "\n";
+  const bool timed = mode() == Mode::Time;
+  for (const Record& r : records()) {
+    text += r.key + " x" + std::to_string(r.count);
+    if (timed) {
+      char milliseconds[32];
+      std::snprintf(milliseconds, sizeof milliseconds, " %.3f ms", r.seconds * 1e3);
+      text += milliseconds;
+    }
+    text += "\n";
   }
   return text;
 }
 
-void record(const char* name, std::int64_t x, std::int64_t y, std::int64_t z) {
-  if (mode() == Mode::Off) return;
+Dispatch::Dispatch(const char* name, std::int64_t x, std::int64_t y, std::int64_t z) {
+  const Mode current = mode();
+  if (current == Mode::Off) return;
   std::string key = std::string(name) + " [" + std::to_string(x) + ", " + std::to_string(y) +
                     ", " + std::to_string(z) + "]";
   Table& t = table();
-  std::lock_guard lock(t.mutex);
-  auto [it, inserted] = t.index.try_emplace(key, t.entries.size());
-  if (inserted) {
-    t.entries.emplace_back(std::move(key), 1);
-  } else {
-    ++t.entries[it->second].second;
+  {
+    std::lock_guard lock(t.mutex);
+    auto [it, inserted] = t.index.try_emplace(key, t.entries.size());
+    if (inserted) t.entries.push_back({std::move(key), 0, 0.0});
+    ++t.entries[it->second].count;
+    index_ = static_cast<std::int64_t>(it->second);
   }
+  if (current == Mode::Time) start_ns_ = now_ns();
+}
+
+Dispatch::~Dispatch() {
+  if (index_ < 0 || start_ns_ == 0) return;
+  const double seconds = static_cast<double>(now_ns() - start_ns_) * 1e-9;
+  Table& t = table();
+  std::lock_guard lock(t.mutex);
+  // reset() between construction and destruction empties the table: drop the duration.
+  if (static_cast<std::size_t>(index_) < t.entries.size()) t.entries[static_cast<std::size_t>(index_)].seconds += seconds;
 }
 
 }  // namespace heed::profile

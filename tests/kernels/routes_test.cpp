@@ -179,5 +179,30 @@ TEST(ProfilerShapes, CountsRepeatedDispatchesAndReports) {
   EXPECT_EQ(profile::entries().size(), 0u) << "reset clears the entries";
 }
 
+TEST(ProfilerTime, AddsDurationsToTheSameEntries) {
+  CaseSpec spec;
+  spec.name = "profiler_time";
+  spec.q_heads = 4;
+  spec.kv_heads = 2;
+  spec.q_len = 1;
+  spec.kv_len = 700;
+  const auto problem = make_problem(spec);
+  const AttentionPlan plan = problem->plan();
+  profile::set_mode(profile::Mode::Time);
+  profile::reset();
+  problem->run();
+  problem->run();
+  const std::vector<profile::Record> records = profile::records();
+  const std::string report = profile::report();
+  profile::reset();
+  profile::set_mode(profile::Mode::Off);
+  ASSERT_FALSE(records.empty());
+  EXPECT_EQ(records.front().key.rfind(plan.kernel_name + " [", 0), 0u) << records.front().key;
+  EXPECT_EQ(records.front().count, 2);
+  EXPECT_GE(records.front().seconds, 0.0);
+  EXPECT_NE(report.find(" x2 "), std::string::npos) << report;
+  EXPECT_NE(report.find(" ms\n"), std::string::npos) << "time mode reports milliseconds: " << report;
+}
+
 }  // namespace
 }  // namespace heed::test
