@@ -329,10 +329,16 @@ Result run_case(const cases::Case& c, const Options& options) {
   return result;
 }
 
+std::string describe_ceilings(const CpuCeilings& c) {
+  return "ceilings: " + std::to_string(c.threads) + " threads, " + c.isa +
+         format(" kernels, float32 FMA peak %.1f GFLOP/s, ", c.fma_gflops) +
+         format("copy %.1f GB/s (read + write)", c.copy_gbytes);
+}
+
 std::string table_header() {
   char line[256];
-  std::snprintf(line, sizeof(line), "%-24s %-66s %-42s %10s %15s %12s %8s %9s", "case", "shape",
-                "route", "heed ms", "rate", "composed ms", "speedup", "max diff");
+  std::snprintf(line, sizeof(line), "%-24s %-66s %-42s %10s %15s %8s %12s %8s %9s", "case", "shape",
+                "route", "heed ms", "rate", "of peak", "composed ms", "speedup", "max diff");
   return line;
 }
 
@@ -342,9 +348,10 @@ std::string table_row(const Result& r) {
   const std::string composed = r.composed_ms ? format("%.2f", *r.composed_ms) : "n/a";
   const std::string speedup = r.speedup ? format("%.2fx", *r.speedup) : "n/a";
   const std::string diff = r.max_abs_diff ? format("%.2e", *r.max_abs_diff) : "n/a";
+  const std::string roofline = r.roofline ? format("%.0f%%", *r.roofline * 100) : "n/a";
   char line[512];
-  std::snprintf(line, sizeof(line), "%-24s %-66s %-42s %10.2f %15s %12s %8s %9s", r.c.name.c_str(),
-                describe_shape(r.c).c_str(), r.route.c_str(), r.median_ms, rate.c_str(),
+  std::snprintf(line, sizeof(line), "%-24s %-66s %-42s %10.2f %15s %8s %12s %8s %9s", r.c.name.c_str(),
+                describe_shape(r.c).c_str(), r.route.c_str(), r.median_ms, rate.c_str(), roofline.c_str(),
                 composed.c_str(), speedup.c_str(), diff.c_str());
   std::string row = line;
   if (!r.composed_note.empty()) row += "\n    n/a: " + r.composed_note;
@@ -374,13 +381,19 @@ std::string to_json(const Result& r) {
        << ", \"composed_ms\": " << json_number(r.composed_ms)
        << ", \"speedup\": " << json_number(r.speedup)
        << ", \"max_abs_diff\": " << json_number(r.max_abs_diff)
-       << ", \"composed_note\": " << json_string(r.composed_note) << "}";
+       << ", \"composed_note\": " << json_string(r.composed_note)
+       << ", \"peak_gflops\": " << json_number(r.ceilings ? std::optional(r.ceilings->fma_gflops) : std::nullopt)
+       << ", \"copy_gbytes_per_s\": "
+       << json_number(r.ceilings ? std::optional(r.ceilings->copy_gbytes) : std::nullopt)
+       << ", \"roofline_fraction\": " << json_number(r.roofline) << "}";
   return json.str();
 }
 
 void run_suite(const std::vector<cases::Case>& suite, const Options& options, bool json,
                std::ostream& out) {
   if (!suite.empty()) check_device(suite.front(), options);  // before any output
+  const CpuCeilings ceilings = measure_cpu_ceilings();
+  if (!json) out << describe_ceilings(ceilings) << std::endl;
   out << (json ? "[" : table_header()) << std::endl;
   std::size_t failed = 0;
   std::string first_error;
@@ -388,7 +401,10 @@ void run_suite(const std::vector<cases::Case>& suite, const Options& options, bo
   for (std::size_t i = 0; i < suite.size(); ++i) {
     const char* separator = i + 1 < suite.size() ? "," : "";
     try {
-      const Result result = run_case(suite[i], options);
+      Result result = run_case(suite[i], options);
+      result.ceilings = ceilings;
+      result.roofline = result.c.memory_bound() ? result.gbytes / ceilings.copy_gbytes
+                                                : result.gflops / ceilings.fma_gflops;
       out << (json ? to_json(result) + separator : table_row(result)) << std::endl;
     } catch (const Error& error) {
       // One failing case must not hide the others, nor leave the JSON array open.

@@ -12,6 +12,7 @@
 
 #include "cases.hpp"
 #include "heed/device.hpp"
+#include "heed/machine.hpp"
 #include "heed/plan.hpp"
 
 namespace heed::bench {
@@ -36,6 +37,10 @@ struct Result {
   std::optional<double> speedup;       // composed_ms / median_ms
   std::optional<double> max_abs_diff;  // auto route vs composed route
   std::string composed_note;           // why the comparison is missing, when it is
+  // The machine's ceilings measured in the same run, and the figure's fraction of its own:
+  // GFLOP/s over the FMA peak, or GB/s over the copy bandwidth where memory bound.
+  std::optional<CpuCeilings> ceilings;
+  std::optional<double> roofline;
 };
 
 // "tiled(block_q=64, block_k=128)", "vector(passes=2, blocks=16, dispatches=2)", "composed".
@@ -49,6 +54,8 @@ Result run_case(const cases::Case& c, const Options& options);
 void run_suite(const std::vector<cases::Case>& suite, const Options& options, bool json,
                std::ostream& out);
 
+// "ceilings: 2 threads, avx512 kernels, float32 FMA peak 233.3 GFLOP/s, copy 28.3 GB/s".
+std::string describe_ceilings(const CpuCeilings& ceilings);
 std::string table_header();
 std::string table_row(const Result& result);
 std::string to_json(const Result& result);

@@ -9,6 +9,7 @@ namespace heed::cpu {
   namespace isa {                                                                                  \
   void run_tiled_kernel(const AttentionParams&, const plan::CpuRoute&, std::byte*);                \
   void run_vector_kernel(const AttentionParams&, const plan::CpuRoute&, std::byte*);               \
+  double fma_chains(std::int64_t steps);                                                           \
   }
 HEED_DECLARE_ISA(generic)
 HEED_DECLARE_ISA(avx2)
@@ -29,6 +30,15 @@ void run_vector(const AttentionParams& params, const plan::CpuRoute& route, std:
     case CpuIsa::Avx2: return avx2::run_vector_kernel(params, route, scratch);
     case CpuIsa::Generic: return generic::run_vector_kernel(params, route, scratch);
   }
+}
+
+double run_fma_chains(std::int64_t steps) {
+  switch (cpu_info().isa) {
+    case CpuIsa::Avx512: return avx512::fma_chains(steps);
+    case CpuIsa::Avx2: return avx2::fma_chains(steps);
+    case CpuIsa::Generic: return generic::fma_chains(steps);
+  }
+  return 0;
 }
 
 }  // namespace heed::cpu

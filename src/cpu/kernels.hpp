@@ -12,6 +12,8 @@ namespace heed::cpu {
 // Fused routes, dispatched to the instruction set in cpu_info().isa.
 void run_vector(const AttentionParams& params, const plan::CpuRoute& route, std::byte* scratch);
 void run_tiled(const AttentionParams& params, const plan::CpuRoute& route, std::byte* scratch);
+// FMA chains in the dispatched instruction set; returns the FLOPs done (ceilings).
+double run_fma_chains(std::int64_t steps);
 // BLAS composition (Composed and ComposedBlocks).
 void run_composed(const AttentionParams& params, const plan::CpuRoute& route, std::byte* scratch);
 

@@ -229,5 +229,22 @@ void run_vector_kernel(const AttentionParams& p, const plan::CpuRoute& r, std::b
   });
 }
 
+// Independent FMA chains in this ISA's widest vectors, `steps` times; returns the FLOPs done.
+double fma_chains(std::int64_t steps) {
+  constexpr int kChains = 12;  // > FMA latency x issue width on the cores heed targets
+  microkernel::vec acc[kChains];
+  for (int chain = 0; chain < kChains; ++chain) acc[chain] = microkernel::vec{} + 1.0f + 1e-3f * static_cast<float>(chain);
+  const microkernel::vec multiplier = microkernel::vec{} + 0.999999f;
+  const microkernel::vec addend = microkernel::vec{} + 1e-7f;
+  for (std::int64_t step = 0; step < steps; ++step) {
+    for (int chain = 0; chain < kChains; ++chain) acc[chain] = acc[chain] * multiplier + addend;
+  }
+  microkernel::vec sum = acc[0];
+  for (int chain = 1; chain < kChains; ++chain) sum += acc[chain];
+  volatile float sink = sum[0];
+  (void)sink;
+  return 2.0 * kChains * microkernel::kVectorLanes * static_cast<double>(steps);
+}
+
 }  // namespace HEED_ISA
 }  // namespace heed::cpu

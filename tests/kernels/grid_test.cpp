@@ -57,7 +57,7 @@ TEST_P(Grid, MatchesOracle) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Quick, Grid, ::testing::ValuesIn(quick_cases()), CaseName());
-// Registered with ctest as one test, heed_kernel_tests_long_tier; empty unless HEED_TEST_LONG=1.
+// Registered with ctest as one test, heed_kernel_tests_long_tier, which sets HEED_TEST_LONG=1.
 INSTANTIATE_TEST_SUITE_P(Long, Grid, ::testing::ValuesIn(long_tier_cases()), CaseName());
 
 // The same inputs through every route give the same answer within the tolerance of the

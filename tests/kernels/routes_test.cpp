@@ -113,7 +113,7 @@ TEST_P(Routes, ProfilerRecordsThePlannedKernel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Quick, Routes, ::testing::ValuesIn(quick_cases()), CaseName());
-// Registered with ctest as one test, heed_kernel_tests_long_tier; empty unless HEED_TEST_LONG=1.
+// Registered with ctest as one test, heed_kernel_tests_long_tier, which sets HEED_TEST_LONG=1.
 INSTANTIATE_TEST_SUITE_P(Long, Routes, ::testing::ValuesIn(long_tier_cases()), CaseName());
 
 TEST(RoutesCoverage, AutoGridReachesEveryRoute) {

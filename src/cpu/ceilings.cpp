@@ -1,0 +1,71 @@
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+
+#include "core/cpu_info.hpp"
+#include "cpu/kernels.hpp"
+#include "cpu/parallel.hpp"
+#include "heed/machine.hpp"
+#include "memory/cpu_allocator.hpp"
+
+namespace heed {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr double kFmaSeconds = 0.2;
+constexpr std::size_t kCopyBytes = std::size_t{256} << 20;
+constexpr int kCopyRepeats = 3;
+
+// Every thread runs FMA chains until a common deadline; FLOPs over the window.
+double measure_fma(int threads) {
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::duration<double>(kFmaSeconds);
+  std::mutex mutex;
+  double flops = 0;
+  cpu::parallel_for(threads, threads, [&](std::int64_t, int) {
+    double done = 0;
+    while (Clock::now() < deadline) done += cpu::run_fma_chains(1 << 16);
+    std::lock_guard lock(mutex);
+    flops += done;
+  });
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return flops / seconds * 1e-9;
+}
+
+double measure_copy(int threads) {
+  auto* source = static_cast<std::byte*>(memory::cpu_allocate(kCopyBytes, "heed::measure_cpu_ceilings", "copy source"));
+  auto* target = static_cast<std::byte*>(memory::cpu_allocate(kCopyBytes, "heed::measure_cpu_ceilings", "copy target"));
+  std::memset(source, 1, kCopyBytes);
+  std::memset(target, 0, kCopyBytes);
+  const std::size_t chunk = kCopyBytes / static_cast<std::size_t>(threads);
+  double best = 0;
+  for (int repeat = 0; repeat < kCopyRepeats; ++repeat) {
+    const auto start = Clock::now();
+    cpu::parallel_for(threads, threads, [&](std::int64_t task, int) {
+      const std::size_t offset = static_cast<std::size_t>(task) * chunk;
+      std::memcpy(target + offset, source + offset, task == threads - 1 ? kCopyBytes - offset : chunk);
+    });
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    best = std::max(best, 2.0 * static_cast<double>(kCopyBytes) / seconds * 1e-9);
+  }
+  memory::cpu_free(source, kCopyBytes);
+  memory::cpu_free(target, kCopyBytes);
+  return best;
+}
+
+}  // namespace
+
+CpuCeilings measure_cpu_ceilings() {
+  const CpuInfo& cpu = cpu_info();
+  CpuCeilings ceilings;
+  ceilings.threads = cpu.threads;
+  ceilings.isa = to_string(cpu.isa);
+  ceilings.fma_gflops = measure_fma(cpu.threads);
+  ceilings.copy_gbytes = measure_copy(cpu.threads);
+  return ceilings;
+}
+
+}  // namespace heed
