@@ -23,6 +23,9 @@ inline namespace HEED_ISA {
 namespace {
 
 using microkernel::kKeyLanes;
+// Up to this many rows a key row is scored in place against each row (decode); above, the
+// key tile is transposed once and scored by the register-blocked micro-kernel.
+constexpr std::int64_t kDirectMaxRows = 16;
 
 // One worker's buffers: q rows (scaled), Kᵀ tile [D × ldk], V tile, scores [rows × ldk],
 // accumulators [rows × Dv], then row max and row sum.
@@ -112,6 +115,38 @@ bool softmax_step(const AttentionParams& p, const Workspace& t, std::int64_t b, 
   return true;
 }
 
+// A key or value row as contiguous float32: the caller's own row when it already is one,
+// else converted into `buffer`.
+const float* row_as_float(const void* base, DType dtype, std::int64_t offset, std::int64_t stride,
+                          std::int64_t count, float* buffer) {
+  if (dtype == DType::Float32 && (stride == 1 || count <= 1)) return static_cast<const float*>(base) + offset;
+  load_row(base, dtype, offset, stride, count, buffer);
+  return buffer;
+}
+
+// Few rows (decode): each key row is read once, in place where it is float32, and scored
+// against every row; no transposed tile is built.
+template <typename RowOf>
+void fold_key_rows(const AttentionParams& p, const Workspace& t, std::int64_t b, std::int64_t kv_head,
+                   std::int64_t rows, RowOf row_of, std::int64_t key, std::int64_t count) {
+  const std::int64_t ldk = round_up_lanes(count);
+  const std::int64_t k_base = b * p.k_strides[0] + kv_head * p.k_strides[1];
+  const std::int64_t v_base = b * p.v_strides[0] + kv_head * p.v_strides[1];
+  for (std::int64_t j = 0; j < count; ++j) {
+    const float* k = row_as_float(p.k, p.dtype, k_base + (key + j) * p.k_strides[2], p.k_strides[3], p.head_dim,
+                                  t.k_row);
+    microkernel::dot_all_rows(t.q, rows, p.head_dim, k, t.scores + j, ldk);
+  }
+  bool any = false;
+  for (std::int64_t row = 0; row < rows; ++row) any |= softmax_step(p, t, b, row, row_of(row), key, count, ldk);
+  if (!any) return;
+  for (std::int64_t j = 0; j < count; ++j) {
+    const float* v = row_as_float(p.v, p.dtype, v_base + (key + j) * p.v_strides[2], p.v_strides[3],
+                                  p.value_dim, t.v);
+    microkernel::axpy_all_rows(t.scores + j, ldk, rows, v, p.value_dim, t.accum);
+  }
+}
+
 // Folds keys [key, key + count) into the running state of `rows` rows.
 template <typename RowOf>
 void fold_key_tile(const AttentionParams& p, const Workspace& t, std::int64_t b, std::int64_t kv_head,
@@ -150,7 +185,12 @@ void group_task(const AttentionParams& p, const Workspace& t, std::int64_t b, co
   key_begin = std::max(key_begin, p.keys_for_row(rows.first).begin);
   key_end = std::min(key_end, p.keys_for_row(rows.first + rows.count - 1).end);
   for (std::int64_t key = key_begin; key < key_end; key += tile_keys) {
-    fold_key_tile(p, t, b, rows.kv_head, rows.size(), rows, key, std::min(tile_keys, key_end - key));
+    const std::int64_t count = std::min(tile_keys, key_end - key);
+    if (rows.size() <= kDirectMaxRows) {
+      fold_key_rows(p, t, b, rows.kv_head, rows.size(), rows, key, count);
+    } else {
+      fold_key_tile(p, t, b, rows.kv_head, rows.size(), rows, key, count);
+    }
   }
   for (std::int64_t row = 0; row < rows.size(); ++row) {
     float* acc = t.accum + row * p.value_dim;

@@ -81,6 +81,45 @@ template <int R>
   }
 }
 
+// s[r * lds] = q[r]·k for R rows against one key row k (both contiguous, length D).
+template <int R>
+[[gnu::always_inline]] inline void dot_rows(const float* q, std::int64_t head_dim, const float* k, float* s,
+                                            std::int64_t lds) {
+  vec acc[R] = {};
+  std::int64_t d = 0;
+  for (; d + kVectorLanes <= head_dim; d += kVectorLanes) {
+    const vec keys = load(k + d);
+    for (int r = 0; r < R; ++r) acc[r] += load(q + r * head_dim + d) * keys;
+  }
+  for (int r = 0; r < R; ++r) {
+    float sum = 0.0f;
+    for (int lane = 0; lane < kVectorLanes; ++lane) sum += acc[r][lane];
+    for (std::int64_t e = d; e < head_dim; ++e) sum += q[r * head_dim + e] * k[e];
+    s[r * lds] = sum;
+  }
+}
+
+// Scores of `rows` rows against one key row: s[r * lds] = q[r]·k.
+inline void dot_all_rows(const float* q, std::int64_t rows, std::int64_t head_dim, const float* k, float* s,
+                         std::int64_t lds) {
+  std::int64_t row = 0;
+  for (; row + 4 <= rows; row += 4) dot_rows<4>(q + row * head_dim, head_dim, k, s + row * lds, lds);
+  for (; row < rows; ++row) dot_rows<1>(q + row * head_dim, head_dim, k, s + row * lds, lds);
+}
+
+// acc[r][:] += p[r * ldp] · v for `rows` rows and one value row v of length Dv.
+inline void axpy_all_rows(const float* p, std::int64_t ldp, std::int64_t rows, const float* v,
+                          std::int64_t value_dim, float* acc) {
+  for (std::int64_t row = 0; row < rows; ++row) {
+    const float weight = p[row * ldp];
+    if (weight == 0.0f) continue;
+    float* out = acc + row * value_dim;
+    std::int64_t d = 0;
+    for (; d + kVectorLanes <= value_dim; d += kVectorLanes) store(out + d, load(out + d) + weight * load(v + d));
+    for (; d < value_dim; ++d) out[d] += weight * v[d];
+  }
+}
+
 // S[rows × ldk] = Q[rows × D] · Kᵀ, with Kᵀ stored [D × ldk] (ldk a multiple of kKeyLanes).
 inline void scores_tile(const float* q, std::int64_t rows, std::int64_t head_dim, const float* k_t,
                         std::int64_t ldk, float* s) {
