@@ -84,28 +84,29 @@ void load_key_tile(const AttentionParams& p, const Workspace& t, std::int64_t b,
 }
 
 // Turns row `row`'s scores into weights exp(s - new max) and rescales its running state;
-// returns false (weights zero) when the row sees no key of the tile.
+// returns false (weights zero) when the row sees no key of the tile. Only the keys inside
+// the row's causal / window range are masked, maxed and exponentiated.
 bool softmax_step(const AttentionParams& p, const Workspace& t, std::int64_t b, std::int64_t row, RowAt at,
                   std::int64_t key, std::int64_t count, std::int64_t ldk) {
   float* s = t.scores + row * ldk;
   const KeyRange range = p.keys_for_row(at.position);
-  bool any = range.begin < key + count && range.end > key;
-  if (any) mask_scores(p, b, at.head, at.position, key, count, s);
+  const std::int64_t first = std::clamp<std::int64_t>(range.begin - key, 0, count);
+  const std::int64_t last = std::clamp<std::int64_t>(range.end - key, 0, count);
   float tile_max = kNegInf;
-  for (std::int64_t j = 0; any && j < count; ++j) tile_max = s[j] > tile_max ? s[j] : tile_max;
-  any = any && tile_max != kNegInf;
-  if (!any) {
+  if (first < last) {
+    if (p.mask.kind != plan::MaskKind::None) mask_scores(p, b, at.head, at.position, key + first, last - first, s + first);
+    tile_max = microkernel::max_of(s + first, last - first);
+  }
+  if (tile_max == kNegInf) {
     for (std::int64_t j = 0; j < count; ++j) s[j] = 0.0f;
     return false;
   }
   const float old_max = t.row_max[row];
   const float new_max = old_max > tile_max ? old_max : tile_max;
   const float correction = microkernel::fast_exp(old_max - new_max);
-  float sum = 0.0f;
-  for (std::int64_t j = 0; j < count; ++j) {
-    s[j] = microkernel::fast_exp(s[j] - new_max);
-    sum += s[j];
-  }
+  for (std::int64_t j = 0; j < first; ++j) s[j] = 0.0f;
+  const float sum = microkernel::exp_shifted(s + first, last - first, new_max);
+  for (std::int64_t j = last; j < count; ++j) s[j] = 0.0f;
   t.row_sum[row] = t.row_sum[row] * correction + sum;
   t.row_max[row] = new_max;
   if (correction != 1.0f) {

@@ -63,6 +63,64 @@ inline constexpr std::int64_t kRowBlock = 8 / kParts;
 [[gnu::always_inline]] inline vec load(const float* from) { return *reinterpret_cast<const vec_unaligned*>(from); }
 [[gnu::always_inline]] inline void store(float* to, vec value) { *reinterpret_cast<vec_unaligned*>(to) = value; }
 
+typedef std::int32_t vec_int __attribute__((vector_size(HEED_VECTOR_BYTES)));
+
+// fast_exp on every lane, branch-free: the same polynomial and the same special cases.
+[[gnu::always_inline]] inline vec fast_exp(vec x) {
+  vec clamped = x < kExpUnderflow ? vec{} + kExpUnderflow : x;
+  clamped = clamped > kExpOverflow ? vec{} + kExpOverflow : clamped;
+  // Round half away from zero by truncation (the kernels' -fassociative-math would fold the
+  // add-and-subtract rounding trick away).
+  const vec scaled = clamped * kLog2e;
+  const vec_int n_int = __builtin_convertvector(scaled + (scaled < 0.0f ? vec{} - 0.5f : vec{} + 0.5f), vec_int);
+  const vec n = __builtin_convertvector(n_int, vec);
+  const vec r = (clamped - n * kLn2High) - n * kLn2Low;
+  vec poly = vec{} + 1.9875691500e-4f;
+  poly = poly * r + 1.3981999507e-3f;
+  poly = poly * r + 8.3334519073e-3f;
+  poly = poly * r + 4.1665795894e-2f;
+  poly = poly * r + 1.6666665459e-1f;
+  poly = poly * r + 5.0000001201e-1f;
+  poly = (poly * r * r + r) + 1.0f;
+  const vec_int bits = std::bit_cast<vec_int>(poly) + (n_int << 23);
+  vec result = std::bit_cast<vec>(bits);
+  result = x < kExpUnderflow ? vec{} : result;
+  result = x > kExpOverflow ? vec{} + __builtin_inff() : result;
+  return x != x ? x : result;
+}
+
+// The largest of s[0..count).
+inline float max_of(const float* s, std::int64_t count) {
+  vec best = vec{} - __builtin_inff();
+  std::int64_t j = 0;
+  for (; j + kVectorLanes <= count; j += kVectorLanes) {
+    const vec values = load(s + j);
+    best = values > best ? values : best;
+  }
+  float result = -__builtin_inff();
+  for (int lane = 0; lane < kVectorLanes; ++lane) result = best[lane] > result ? best[lane] : result;
+  for (; j < count; ++j) result = s[j] > result ? s[j] : result;
+  return result;
+}
+
+// s[j] = exp(s[j] - shift) for j < count; returns their sum.
+inline float exp_shifted(float* s, std::int64_t count, float shift) {
+  vec sum = vec{};
+  std::int64_t j = 0;
+  for (; j + kVectorLanes <= count; j += kVectorLanes) {
+    const vec weights = fast_exp(load(s + j) - shift);
+    store(s + j, weights);
+    sum += weights;
+  }
+  float total = 0.0f;
+  for (int lane = 0; lane < kVectorLanes; ++lane) total += sum[lane];
+  for (; j < count; ++j) {
+    s[j] = fast_exp(s[j] - shift);
+    total += s[j];
+  }
+  return total;
+}
+
 // s[r][0..16) = q[r]·kT[:, 0..16) for a block of R rows.
 template <int R>
 [[gnu::always_inline]] inline void score_block(const float* q, std::int64_t head_dim, const float* k_t,

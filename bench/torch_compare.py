@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""heed against PyTorch's scaled_dot_product_attention on the CPU, measured in one run.
+
+Runs `heed bench --json` for the suite, then PyTorch's SDPA on the same shapes, dtypes and
+thread count, and prints both figures with their ratio (PyTorch time / heed time: above 1,
+heed is faster). PyTorch's is_causal is top-left aligned; the suite's causal cases have
+Lq == Lk, where it equals heed's bottom-right rule. A sliding window becomes a boolean mask
+for PyTorch; sinks have no SDPA equivalent, so such cases are timed without them and marked.
+
+  python3 bench/torch_compare.py --heed build/release/bin/heed [--threads N] [--case NAME]... [--reps N]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def heed_records(heed, threads, names, reps):
+    command = [heed, "bench", "--json", "--reps", str(reps)]
+    for name in names:
+        command += ["--case", name]
+    env = dict(os.environ, HEED_NUM_THREADS=str(threads))
+    result = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    return json.loads(result.stdout)
+
+
+def torch_time(torch, record, reps):
+    dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[record["dtype"]]
+    b, hq, hkv = record["batch"], record["q_heads"], record["kv_heads"]
+    lq, lk, d, dv = record["q_len"], record["kv_len"], record["head_dim"], record["value_dim"]
+    generator = torch.Generator().manual_seed(0)
+    q = torch.randn(b, hq, lq, d, generator=generator).to(dtype)
+    k = torch.randn(b, hkv, lk, d, generator=generator).to(dtype)
+    v = torch.randn(b, hkv, lk, dv, generator=generator).to(dtype)
+    kwargs = {"enable_gqa": hq != hkv}
+    notes = []
+    if record["window"] is not None:
+        rows = torch.arange(lq)[:, None] + (lk - lq)
+        cols = torch.arange(lk)[None, :]
+        kwargs["attn_mask"] = (cols <= rows) & (cols > rows - record["window"])
+        notes.append("window as a boolean mask")
+    elif record["causal"]:
+        if lq != lk:
+            return None, "causal with Lq != Lk (PyTorch aligns top-left)"
+        kwargs["is_causal"] = True
+    if record["sinks"]:
+        notes.append("without sinks")
+    if record["mask"] != "none":
+        return None, "mask kind " + record["mask"]
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    with torch.no_grad():
+        sdpa(q, k, v, **kwargs)
+        times = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            sdpa(q, k, v, **kwargs)
+            times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3, "; ".join(notes)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--heed", required=True, help="path to the heed binary")
+    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--case", action="append", default=[])
+    parser.add_argument("--reps", type=int, default=3)
+    args = parser.parse_args()
+    try:
+        import torch
+    except ImportError:
+        print("torch_compare: PyTorch is not importable here; nothing to compare", file=sys.stderr)
+        return 2
+    torch.set_num_threads(args.threads)
+    records = heed_records(args.heed, args.threads, args.case, args.reps)
+    print(f"# {args.threads} threads, PyTorch {torch.__version__}, median of {args.reps}")
+    print(f"{'case':24s} {'heed ms':>10s} {'torch ms':>10s} {'torch/heed':>10s} {'heed rate':>16s} {'torch rate':>16s}  note")
+    for record in records:
+        if "error" in record:
+            print(f"{record['name']:24s} heed failed: {record['error']}")
+            continue
+        torch_ms, note = torch_time(torch, record, args.reps)
+        unit, work = ("GB/s", record["bytes"]) if record["memory_bound"] else ("GFLOP/s", record["flops"])
+        heed_rate = work / record["median_ms"] * 1e-6
+        if torch_ms is None:
+            print(f"{record['name']:24s} {record['median_ms']:10.2f} {'n/a':>10s} {'n/a':>10s} "
+                  f"{heed_rate:10.1f} {unit:5s} {'':>16s}  {note}")
+            continue
+        torch_rate = work / torch_ms * 1e-6
+        print(f"{record['name']:24s} {record['median_ms']:10.2f} {torch_ms:10.2f} "
+              f"{torch_ms / record['median_ms']:9.2f}x {heed_rate:10.1f} {unit:5s} {torch_rate:10.1f} {unit:5s}  {note}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
