@@ -31,7 +31,7 @@ constexpr std::int64_t kDirectMaxRows = 16;
 // accumulators [rows × Dv], then row max and row sum.
 struct Workspace {
   float* q;
-  float* k_row;  // one key row in float32, on its way into Kᵀ
+  float* k_row;  // 16 key rows in float32, on their way into Kᵀ
   float* k_t;
   float* v;
   float* scores;
@@ -73,13 +73,23 @@ void load_key_tile(const AttentionParams& p, const Workspace& t, std::int64_t b,
   const std::int64_t D = p.head_dim, Dv = p.value_dim;
   const std::int64_t k_base = b * p.k_strides[0] + kv_head * p.k_strides[1];
   const std::int64_t v_base = b * p.v_strides[0] + kv_head * p.v_strides[1];
-  for (std::int64_t j = 0; j < count; ++j) {
-    load_row(p.k, p.dtype, k_base + (key + j) * p.k_strides[2], p.k_strides[3], D, t.k_row);
-    for (std::int64_t d = 0; d < D; ++d) t.k_t[d * ldk + j] = t.k_row[d];
-    load_row(p.v, p.dtype, v_base + (key + j) * p.v_strides[2], p.v_strides[3], Dv, t.v + j * Dv);
+  for (std::int64_t v_row = 0; v_row < count; ++v_row) {
+    load_row(p.v, p.dtype, v_base + (key + v_row) * p.v_strides[2], p.v_strides[3], Dv, t.v + v_row * Dv);
   }
-  for (std::int64_t d = 0; d < D; ++d) {
-    for (std::int64_t j = count; j < ldk; ++j) t.k_t[d * ldk + j] = 0.0f;
+  // Kᵀ in blocks of 16 keys: 16 rows converted into L1, then written 16 contiguous floats at
+  // a time (column stores at the tile's stride would cost a cache line each).
+  for (std::int64_t first = 0; first < ldk; first += kKeyLanes) {
+    const std::int64_t rows = std::clamp<std::int64_t>(count - first, 0, kKeyLanes);
+    for (std::int64_t j = 0; j < rows; ++j) {
+      load_row(p.k, p.dtype, k_base + (key + first + j) * p.k_strides[2], p.k_strides[3], D, t.k_row + j * D);
+    }
+    for (std::int64_t j = rows; j < kKeyLanes; ++j) {
+      for (std::int64_t d = 0; d < D; ++d) t.k_row[j * D + d] = 0.0f;
+    }
+    for (std::int64_t d = 0; d < D; ++d) {
+      float* column = t.k_t + d * ldk + first;
+      for (std::int64_t j = 0; j < kKeyLanes; ++j) column[j] = t.k_row[j * D + d];
+    }
   }
 }
 

@@ -57,8 +57,11 @@ typedef float vec_unaligned __attribute__((vector_size(HEED_VECTOR_BYTES), align
 inline constexpr int kVectorLanes = HEED_VECTOR_BYTES / 4;
 inline constexpr int kParts = 16 / kVectorLanes;
 static_assert(kKeyLanes == 16 && kValueBlock == 16, "blocks are 16 float32 lanes");
-// Query rows per register block: 8 accumulator vectors in every instruction set.
-inline constexpr std::int64_t kRowBlock = 8 / kParts;
+// Register blocks of the two GEMM micro-kernels: kRowBlock rows by kWide vectors (32 lanes
+// on AVX-512, 16 on AVX2 and SSE), sized so accumulators plus loads fit the register file
+// (AVX-512: 8 x 2 of 32 zmm; AVX2: 6 x 2 of 16 ymm; SSE: 2 x 4 of 16 xmm).
+inline constexpr int kWide = kVectorLanes == 16 ? 2 : kParts;
+inline constexpr int kRowBlock = kVectorLanes == 16 ? 8 : (kVectorLanes == 8 ? 6 : 2);
 
 [[gnu::always_inline]] inline vec load(const float* from) { return *reinterpret_cast<const vec_unaligned*>(from); }
 [[gnu::always_inline]] inline void store(float* to, vec value) { *reinterpret_cast<vec_unaligned*>(to) = value; }
@@ -121,21 +124,43 @@ inline float exp_shifted(float* s, std::int64_t count, float shift) {
   return total;
 }
 
-// s[r][0..16) = q[r]·kT[:, 0..16) for a block of R rows.
-template <int R>
+// s[r][0..P lanes) = q[r]·kT[:, 0..P lanes) for a block of R rows and P vectors of keys.
+template <int R, int P>
 [[gnu::always_inline]] inline void score_block(const float* q, std::int64_t head_dim, const float* k_t,
                                                std::int64_t ldk, float* s, std::int64_t lds) {
-  vec acc[R][kParts] = {};
+  vec acc[R][P] = {};
   for (std::int64_t d = 0; d < head_dim; ++d) {
-    vec keys[kParts];
-    for (int part = 0; part < kParts; ++part) keys[part] = load(k_t + d * ldk + part * kVectorLanes);
+    vec keys[P];
+    for (int part = 0; part < P; ++part) keys[part] = load(k_t + d * ldk + part * kVectorLanes);
     for (int r = 0; r < R; ++r) {
       const float q_value = q[r * head_dim + d];
-      for (int part = 0; part < kParts; ++part) acc[r][part] += q_value * keys[part];
+      for (int part = 0; part < P; ++part) acc[r][part] += q_value * keys[part];
     }
   }
   for (int r = 0; r < R; ++r) {
-    for (int part = 0; part < kParts; ++part) store(s + r * lds + part * kVectorLanes, acc[r][part]);
+    for (int part = 0; part < P; ++part) store(s + r * lds + part * kVectorLanes, acc[r][part]);
+  }
+}
+
+// R rows of scores: wide key blocks, then 16-key blocks.
+template <int R>
+inline void score_rows(const float* q, std::int64_t head_dim, const float* k_t, std::int64_t ldk, float* s) {
+  constexpr std::int64_t kWideKeys = kWide * kVectorLanes;
+  std::int64_t key = 0;
+  for (; key + kWideKeys <= ldk; key += kWideKeys) score_block<R, kWide>(q, head_dim, k_t + key, ldk, s + key, ldk);
+  for (; key < ldk; key += kKeyLanes) score_block<R, kParts>(q, head_dim, k_t + key, ldk, s + key, ldk);
+}
+
+// Calls body.template operator()<R>(row) for full blocks of kRowBlock rows, then once with
+// the remaining rows as a compile-time count.
+template <int R = kRowBlock, typename Body>
+inline void for_row_blocks(std::int64_t rows, Body&& body, std::int64_t row = 0) {
+  if constexpr (R == kRowBlock) {
+    for (; row + R <= rows; row += R) body.template operator()<R>(row);
+  }
+  if constexpr (R > 1) {
+    if (rows - row == R - 1) return body.template operator()<R - 1>(row);
+    for_row_blocks<R - 1>(rows, body, row);
   }
 }
 
@@ -181,44 +206,36 @@ inline void axpy_all_rows(const float* p, std::int64_t ldp, std::int64_t rows, c
 // S[rows × ldk] = Q[rows × D] · Kᵀ, with Kᵀ stored [D × ldk] (ldk a multiple of kKeyLanes).
 inline void scores_tile(const float* q, std::int64_t rows, std::int64_t head_dim, const float* k_t,
                         std::int64_t ldk, float* s) {
-  std::int64_t row = 0;
-  for (; row + kRowBlock <= rows; row += kRowBlock) {
-    for (std::int64_t key = 0; key < ldk; key += kKeyLanes) {
-      score_block<kRowBlock>(q + row * head_dim, head_dim, k_t + key, ldk, s + row * ldk + key, ldk);
-    }
-  }
-  for (; row < rows; ++row) {
-    for (std::int64_t key = 0; key < ldk; key += kKeyLanes) {
-      score_block<1>(q + row * head_dim, head_dim, k_t + key, ldk, s + row * ldk + key, ldk);
-    }
-  }
+  for_row_blocks(rows, [&]<int R>(std::int64_t row) {
+    score_rows<R>(q + row * head_dim, head_dim, k_t, ldk, s + row * ldk);
+  });
 }
 
-// acc[r][c0..c0+16) += Σ_j p[r][j] · v[j][c0..c0+16) for R rows.
-template <int R>
+// acc[r][c0..c0+P lanes) += Σ_j p[r][j] · v[j][c0..c0+P lanes) for R rows.
+template <int R, int P>
 [[gnu::always_inline]] inline void value_block(const float* p, std::int64_t ldp, std::int64_t count,
                                                const float* v, std::int64_t ldv, float* acc, std::int64_t lda) {
-  vec sum[R][kParts];
+  vec sum[R][P];
   for (int r = 0; r < R; ++r) {
-    for (int part = 0; part < kParts; ++part) sum[r][part] = load(acc + r * lda + part * kVectorLanes);
+    for (int part = 0; part < P; ++part) sum[r][part] = load(acc + r * lda + part * kVectorLanes);
   }
   for (std::int64_t j = 0; j < count; ++j) {
-    vec values[kParts];
-    for (int part = 0; part < kParts; ++part) values[part] = load(v + j * ldv + part * kVectorLanes);
+    vec values[P];
+    for (int part = 0; part < P; ++part) values[part] = load(v + j * ldv + part * kVectorLanes);
     for (int r = 0; r < R; ++r) {
       const float weight = p[r * ldp + j];
-      for (int part = 0; part < kParts; ++part) sum[r][part] += weight * values[part];
+      for (int part = 0; part < P; ++part) sum[r][part] += weight * values[part];
     }
   }
   for (int r = 0; r < R; ++r) {
-    for (int part = 0; part < kParts; ++part) store(acc + r * lda + part * kVectorLanes, sum[r][part]);
+    for (int part = 0; part < P; ++part) store(acc + r * lda + part * kVectorLanes, sum[r][part]);
   }
 }
 
-// The same for one value column c (the tail when Dv is not a multiple of 16).
+// The same for one value column (the tail when Dv is not a multiple of 16).
 template <int R>
-[[gnu::always_inline]] inline void value_column(const float* p, std::int64_t ldp, std::int64_t count, const float* v, std::int64_t ldv,
-                         float* acc, std::int64_t lda) {
+[[gnu::always_inline]] inline void value_column(const float* p, std::int64_t ldp, std::int64_t count,
+                                                const float* v, std::int64_t ldv, float* acc, std::int64_t lda) {
   for (int r = 0; r < R; ++r) {
     float sum = acc[r * lda];
     for (std::int64_t j = 0; j < count; ++j) sum += p[r * ldp + j] * v[j * ldv];
@@ -226,12 +243,17 @@ template <int R>
   }
 }
 
+// R rows of the accumulator: wide column blocks, 16-column blocks, then single columns.
 template <int R>
 inline void value_rows(const float* p, std::int64_t ldp, std::int64_t count, const float* v, std::int64_t value_dim,
                        float* acc) {
+  constexpr std::int64_t kWideColumns = kWide * kVectorLanes;
   std::int64_t column = 0;
+  for (; column + kWideColumns <= value_dim; column += kWideColumns) {
+    value_block<R, kWide>(p, ldp, count, v + column, value_dim, acc + column, value_dim);
+  }
   for (; column + kValueBlock <= value_dim; column += kValueBlock) {
-    value_block<R>(p, ldp, count, v + column, value_dim, acc + column, value_dim);
+    value_block<R, kParts>(p, ldp, count, v + column, value_dim, acc + column, value_dim);
   }
   for (; column < value_dim; ++column) value_column<R>(p, ldp, count, v + column, value_dim, acc + column, value_dim);
 }
@@ -239,11 +261,9 @@ inline void value_rows(const float* p, std::int64_t ldp, std::int64_t count, con
 // ACC[rows × Dv] += P[rows × count] (row stride ldp) · V[count × Dv].
 inline void accumulate_values(const float* p, std::int64_t ldp, std::int64_t rows, std::int64_t count,
                               const float* v, std::int64_t value_dim, float* acc) {
-  std::int64_t row = 0;
-  for (; row + kRowBlock <= rows; row += kRowBlock) {
-    value_rows<kRowBlock>(p + row * ldp, ldp, count, v, value_dim, acc + row * value_dim);
-  }
-  for (; row < rows; ++row) value_rows<1>(p + row * ldp, ldp, count, v, value_dim, acc + row * value_dim);
+  for_row_blocks(rows, [&]<int R>(std::int64_t row) {
+    value_rows<R>(p + row * ldp, ldp, count, v, value_dim, acc + row * value_dim);
+  });
 }
 
 }  // namespace microkernel

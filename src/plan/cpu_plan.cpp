@@ -146,7 +146,7 @@ void build_vector(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& 
   ScratchLayout layout;
   const std::int64_t rows = r.vector_rows;
   r.q_rows = layout.add("q_rows", float_bytes(rows, p.head_dim, "q rows"), workers);
-  r.k_row = layout.add("k_row", float_bytes(1, p.head_dim, "k row"), workers);
+  r.k_row = layout.add("k_rows", float_bytes(kKeyLanes, p.head_dim, "k rows"), workers);
   r.k_rows = layout.add("k_chunk_t", float_bytes(key_lanes(r.key_chunk), p.head_dim, "k chunk"), workers);
   r.v_rows = layout.add("v_chunk", float_bytes(r.key_chunk, p.value_dim, "v chunk"), workers);
   r.scores = layout.add("scores", float_bytes(rows, key_lanes(r.key_chunk), "scores"), workers);
@@ -175,7 +175,7 @@ void build_tiled(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& f
   const auto workers = static_cast<std::size_t>(r.plan.workers);
   ScratchLayout layout;
   r.q_rows = layout.add("q_tile", float_bytes(rows, p.head_dim, "q tile"), workers);
-  r.k_row = layout.add("k_row", float_bytes(1, p.head_dim, "k row"), workers);
+  r.k_row = layout.add("k_rows", float_bytes(kKeyLanes, p.head_dim, "k rows"), workers);
   r.k_rows = layout.add("k_tile_t", float_bytes(key_lanes(r.block_k), p.head_dim, "k tile"), workers);
   r.v_rows = layout.add("v_tile", float_bytes(r.block_k, p.value_dim, "v tile"), workers);
   r.scores = layout.add("scores", float_bytes(rows, key_lanes(r.block_k), "score tile"), workers);
