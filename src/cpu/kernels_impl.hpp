@@ -250,7 +250,9 @@ void run_tiled_kernel(const AttentionParams& p, const plan::CpuRoute& r, std::by
   const std::int64_t blocks = (p.q_len + r.block_q - 1) / r.block_q;
   const profile::Dispatch dispatch(r.plan.kernel_name.c_str(), blocks, p.kv_heads, p.batch);
   parallel_for(r.plan.workers, p.batch * p.kv_heads * blocks, [&](std::int64_t task, int worker) {
-    const std::int64_t first = (task % blocks) * r.block_q;
+    // Longest first: under causal masking later query blocks see more keys, so they start first.
+    const std::int64_t block = p.causal ? blocks - 1 - task % blocks : task % blocks;
+    const std::int64_t first = block * r.block_q;
     const Rows rows{(task / blocks) % p.kv_heads, first, std::min(r.block_q, p.q_len - first), p.group()};
     group_task(p, workspace_of(r, scratch, worker, p.group() * r.block_q), task / (blocks * p.kv_heads), rows, 0,
                p.kv_len, r.block_k, nullptr);
