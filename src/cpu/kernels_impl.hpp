@@ -143,18 +143,31 @@ void fold_key_rows(const AttentionParams& p, const Workspace& t, std::int64_t b,
   const std::int64_t ldk = round_up_lanes(count);
   const std::int64_t k_base = b * p.k_strides[0] + kv_head * p.k_strides[1];
   const std::int64_t v_base = b * p.v_strides[0] + kv_head * p.v_strides[1];
+  // bfloat16 rows with a contiguous last dimension are widened in registers, not copied.
+  const bool k_in_place = p.dtype == DType::BFloat16 && p.k_strides[3] == 1;
+  const bool v_in_place = p.dtype == DType::BFloat16 && p.v_strides[3] == 1;
   for (std::int64_t j = 0; j < count; ++j) {
-    const float* k = row_as_float(p.k, p.dtype, k_base + (key + j) * p.k_strides[2], p.k_strides[3], p.head_dim,
-                                  t.k_row);
-    microkernel::dot_all_rows(t.q, rows, p.head_dim, k, t.scores + j, ldk);
+    const std::int64_t offset = k_base + (key + j) * p.k_strides[2];
+    if (k_in_place) {
+      const auto* k = static_cast<const microkernel::Bf16*>(p.k) + offset;
+      microkernel::dot_all_rows(t.q, rows, p.head_dim, k, t.scores + j, ldk);
+    } else {
+      const float* k = row_as_float(p.k, p.dtype, offset, p.k_strides[3], p.head_dim, t.k_row);
+      microkernel::dot_all_rows(t.q, rows, p.head_dim, k, t.scores + j, ldk);
+    }
   }
   bool any = false;
   for (std::int64_t row = 0; row < rows; ++row) any |= softmax_step(p, t, b, row, row_of(row), key, count, ldk);
   if (!any) return;
   for (std::int64_t j = 0; j < count; ++j) {
-    const float* v = row_as_float(p.v, p.dtype, v_base + (key + j) * p.v_strides[2], p.v_strides[3],
-                                  p.value_dim, t.v);
-    microkernel::axpy_all_rows(t.scores + j, ldk, rows, v, p.value_dim, t.accum);
+    const std::int64_t offset = v_base + (key + j) * p.v_strides[2];
+    if (v_in_place) {
+      const auto* v = static_cast<const microkernel::Bf16*>(p.v) + offset;
+      microkernel::axpy_all_rows(t.scores + j, ldk, rows, v, p.value_dim, t.accum);
+    } else {
+      const float* v = row_as_float(p.v, p.dtype, offset, p.v_strides[3], p.value_dim, t.v);
+      microkernel::axpy_all_rows(t.scores + j, ldk, rows, v, p.value_dim, t.accum);
+    }
   }
 }
 

@@ -64,6 +64,21 @@ inline constexpr int kWide = kVectorLanes == 16 ? 2 : kParts;
 inline constexpr int kRowBlock = kVectorLanes == 16 ? 8 : (kVectorLanes == 8 ? 6 : 2);
 
 [[gnu::always_inline]] inline vec load(const float* from) { return *reinterpret_cast<const vec_unaligned*>(from); }
+
+// bfloat16 storage read straight into float32 lanes (decode reads K and V rows in place).
+struct Bf16 {
+  std::uint16_t bits;
+};
+typedef std::uint16_t vec_u16 __attribute__((vector_size(HEED_VECTOR_BYTES / 2), aligned(2)));
+typedef std::uint32_t vec_u32 __attribute__((vector_size(HEED_VECTOR_BYTES)));
+[[gnu::always_inline]] inline vec load(const Bf16* from) {
+  const vec_u16 raw = *reinterpret_cast<const vec_u16*>(from);
+  return std::bit_cast<vec>(__builtin_convertvector(raw, vec_u32) << 16);
+}
+[[gnu::always_inline]] inline float to_float(float value) { return value; }
+[[gnu::always_inline]] inline float to_float(Bf16 value) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(value.bits) << 16);
+}
 [[gnu::always_inline]] inline void store(float* to, vec value) { *reinterpret_cast<vec_unaligned*>(to) = value; }
 
 typedef std::int32_t vec_int __attribute__((vector_size(HEED_VECTOR_BYTES)));
@@ -164,9 +179,9 @@ inline void for_row_blocks(std::int64_t rows, Body&& body, std::int64_t row = 0)
   }
 }
 
-// s[r * lds] = q[r]·k for R rows against one key row k (both contiguous, length D).
-template <int R>
-[[gnu::always_inline]] inline void dot_rows(const float* q, std::int64_t head_dim, const float* k, float* s,
+// s[r * lds] = q[r]·k for R rows against one key row k (float32 or bfloat16, length D).
+template <int R, typename T>
+[[gnu::always_inline]] inline void dot_rows(const float* q, std::int64_t head_dim, const T* k, float* s,
                                             std::int64_t lds) {
   vec acc[R] = {};
   std::int64_t d = 0;
@@ -177,13 +192,14 @@ template <int R>
   for (int r = 0; r < R; ++r) {
     float sum = 0.0f;
     for (int lane = 0; lane < kVectorLanes; ++lane) sum += acc[r][lane];
-    for (std::int64_t e = d; e < head_dim; ++e) sum += q[r * head_dim + e] * k[e];
+    for (std::int64_t e = d; e < head_dim; ++e) sum += q[r * head_dim + e] * to_float(k[e]);
     s[r * lds] = sum;
   }
 }
 
 // Scores of `rows` rows against one key row: s[r * lds] = q[r]·k.
-inline void dot_all_rows(const float* q, std::int64_t rows, std::int64_t head_dim, const float* k, float* s,
+template <typename T>
+inline void dot_all_rows(const float* q, std::int64_t rows, std::int64_t head_dim, const T* k, float* s,
                          std::int64_t lds) {
   std::int64_t row = 0;
   for (; row + 4 <= rows; row += 4) dot_rows<4>(q + row * head_dim, head_dim, k, s + row * lds, lds);
@@ -191,7 +207,8 @@ inline void dot_all_rows(const float* q, std::int64_t rows, std::int64_t head_di
 }
 
 // acc[r][:] += p[r * ldp] · v for `rows` rows and one value row v of length Dv.
-inline void axpy_all_rows(const float* p, std::int64_t ldp, std::int64_t rows, const float* v,
+template <typename T>
+inline void axpy_all_rows(const float* p, std::int64_t ldp, std::int64_t rows, const T* v,
                           std::int64_t value_dim, float* acc) {
   for (std::int64_t row = 0; row < rows; ++row) {
     const float weight = p[row * ldp];
@@ -199,7 +216,7 @@ inline void axpy_all_rows(const float* p, std::int64_t ldp, std::int64_t rows, c
     float* out = acc + row * value_dim;
     std::int64_t d = 0;
     for (; d + kVectorLanes <= value_dim; d += kVectorLanes) store(out + d, load(out + d) + weight * load(v + d));
-    for (; d < value_dim; ++d) out[d] += weight * v[d];
+    for (; d < value_dim; ++d) out[d] += weight * to_float(v[d]);
   }
 }
 
