@@ -139,21 +139,26 @@ inline float exp_shifted(float* s, std::int64_t count, float shift) {
   return total;
 }
 
-// s[r][0..P lanes) = q[r]·kT[:, 0..P lanes) for a block of R rows and P vectors of keys.
-template <int R, int P>
-[[gnu::always_inline]] inline void score_block(const float* q, std::int64_t head_dim, const float* k_t,
-                                               std::int64_t ldk, float* s, std::int64_t lds) {
-  vec acc[R][P] = {};
-  for (std::int64_t d = 0; d < head_dim; ++d) {
-    vec keys[P];
-    for (int part = 0; part < P; ++part) keys[part] = load(k_t + d * ldk + part * kVectorLanes);
+// The one GEMM register block: C[R × P vectors] (=|+=) A[R × n] · B[n × P vectors], A's rows
+// lda apart (its columns contiguous), B's rows ldb apart, C's rows ldc apart. Scores are
+// Q·Kᵀ with Kᵀ stored [D × ldk]; the value update is P·V into the accumulators.
+template <int R, int P, bool Accumulate>
+[[gnu::always_inline]] inline void gemm_block(const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                                              std::int64_t n, float* c, std::int64_t ldc) {
+  vec sum[R][P];
+  for (int r = 0; r < R; ++r) {
+    for (int part = 0; part < P; ++part) sum[r][part] = Accumulate ? load(c + r * ldc + part * kVectorLanes) : vec{};
+  }
+  for (std::int64_t k = 0; k < n; ++k) {
+    vec row[P];
+    for (int part = 0; part < P; ++part) row[part] = load(b + k * ldb + part * kVectorLanes);
     for (int r = 0; r < R; ++r) {
-      const float q_value = q[r * head_dim + d];
-      for (int part = 0; part < P; ++part) acc[r][part] += q_value * keys[part];
+      const float scalar = a[r * lda + k];
+      for (int part = 0; part < P; ++part) sum[r][part] += scalar * row[part];
     }
   }
   for (int r = 0; r < R; ++r) {
-    for (int part = 0; part < P; ++part) store(s + r * lds + part * kVectorLanes, acc[r][part]);
+    for (int part = 0; part < P; ++part) store(c + r * ldc + part * kVectorLanes, sum[r][part]);
   }
 }
 
@@ -162,8 +167,10 @@ template <int R>
 inline void score_rows(const float* q, std::int64_t head_dim, const float* k_t, std::int64_t ldk, float* s) {
   constexpr std::int64_t kWideKeys = kWide * kVectorLanes;
   std::int64_t key = 0;
-  for (; key + kWideKeys <= ldk; key += kWideKeys) score_block<R, kWide>(q, head_dim, k_t + key, ldk, s + key, ldk);
-  for (; key < ldk; key += kKeyLanes) score_block<R, kParts>(q, head_dim, k_t + key, ldk, s + key, ldk);
+  for (; key + kWideKeys <= ldk; key += kWideKeys) {
+    gemm_block<R, kWide, false>(q, head_dim, k_t + key, ldk, head_dim, s + key, ldk);
+  }
+  for (; key < ldk; key += kKeyLanes) gemm_block<R, kParts, false>(q, head_dim, k_t + key, ldk, head_dim, s + key, ldk);
 }
 
 // Calls body.template operator()<R>(row) for full blocks of kRowBlock rows, then once with
@@ -228,27 +235,6 @@ inline void scores_tile(const float* q, std::int64_t rows, std::int64_t head_dim
   });
 }
 
-// acc[r][c0..c0+P lanes) += Σ_j p[r][j] · v[j][c0..c0+P lanes) for R rows.
-template <int R, int P>
-[[gnu::always_inline]] inline void value_block(const float* p, std::int64_t ldp, std::int64_t count,
-                                               const float* v, std::int64_t ldv, float* acc, std::int64_t lda) {
-  vec sum[R][P];
-  for (int r = 0; r < R; ++r) {
-    for (int part = 0; part < P; ++part) sum[r][part] = load(acc + r * lda + part * kVectorLanes);
-  }
-  for (std::int64_t j = 0; j < count; ++j) {
-    vec values[P];
-    for (int part = 0; part < P; ++part) values[part] = load(v + j * ldv + part * kVectorLanes);
-    for (int r = 0; r < R; ++r) {
-      const float weight = p[r * ldp + j];
-      for (int part = 0; part < P; ++part) sum[r][part] += weight * values[part];
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    for (int part = 0; part < P; ++part) store(acc + r * lda + part * kVectorLanes, sum[r][part]);
-  }
-}
-
 // The same for one value column (the tail when Dv is not a multiple of 16).
 template <int R>
 [[gnu::always_inline]] inline void value_column(const float* p, std::int64_t ldp, std::int64_t count,
@@ -267,10 +253,10 @@ inline void value_rows(const float* p, std::int64_t ldp, std::int64_t count, con
   constexpr std::int64_t kWideColumns = kWide * kVectorLanes;
   std::int64_t column = 0;
   for (; column + kWideColumns <= value_dim; column += kWideColumns) {
-    value_block<R, kWide>(p, ldp, count, v + column, value_dim, acc + column, value_dim);
+    gemm_block<R, kWide, true>(p, ldp, v + column, value_dim, count, acc + column, value_dim);
   }
   for (; column + kValueBlock <= value_dim; column += kValueBlock) {
-    value_block<R, kParts>(p, ldp, count, v + column, value_dim, acc + column, value_dim);
+    gemm_block<R, kParts, true>(p, ldp, v + column, value_dim, count, acc + column, value_dim);
   }
   for (; column < value_dim; ++column) value_column<R>(p, ldp, count, v + column, value_dim, acc + column, value_dim);
 }

@@ -1,5 +1,7 @@
 #include "support/support.hpp"
 
+#include "cpu/reference/oracle.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -147,30 +149,7 @@ void store(DType dtype, unsigned char* at, double value) {
 
 }  // namespace
 
-double read_element(const TensorView& view, std::int64_t offset) {
-  const auto* at = static_cast<const unsigned char*>(view.data) +
-                   offset * static_cast<std::int64_t>(size_of(view.dtype));
-  switch (view.dtype) {
-    case DType::Float32: {
-      float value;
-      std::memcpy(&value, at, sizeof value);
-      return value;
-    }
-    case DType::Float16: {
-      std::uint16_t bits;
-      std::memcpy(&bits, at, sizeof bits);
-      return half_bits_to_float(bits);
-    }
-    case DType::BFloat16: {
-      std::uint16_t bits;
-      std::memcpy(&bits, at, sizeof bits);
-      return bfloat16_bits_to_float(bits);
-    }
-    case DType::Bool:
-      return *at != 0 ? 1.0 : 0.0;
-  }
-  return std::numeric_limits<double>::quiet_NaN();
-}
+double read_element(const TensorView& view, std::int64_t offset) { return reference::read_element(view, offset); }
 
 Tensor::Tensor(Shape shape, DType dtype, Layout layout) {
   const Placement placement = place(shape, layout);

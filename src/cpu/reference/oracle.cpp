@@ -14,33 +14,6 @@
 namespace heed::reference {
 namespace {
 
-double read_element(const TensorView& view, std::int64_t offset) {
-  const auto* base = static_cast<const unsigned char*>(view.data);
-  const std::ptrdiff_t byte_offset =
-      static_cast<std::ptrdiff_t>(offset) * static_cast<std::ptrdiff_t>(size_of(view.dtype));
-  const unsigned char* at = base + byte_offset;
-  switch (view.dtype) {
-    case DType::Float32: {
-      float value;
-      std::memcpy(&value, at, sizeof value);
-      return value;
-    }
-    case DType::Float16: {
-      std::uint16_t bits;
-      std::memcpy(&bits, at, sizeof bits);
-      return half_bits_to_float(bits);
-    }
-    case DType::BFloat16: {
-      std::uint16_t bits;
-      std::memcpy(&bits, at, sizeof bits);
-      return bfloat16_bits_to_float(bits);
-    }
-    case DType::Bool:
-      return *at != 0 ? 1.0 : 0.0;
-  }
-  throw std::logic_error("[heed::reference] unknown dtype");
-}
-
 void require(bool condition, const std::string& message) {
   if (!condition) throw std::invalid_argument("[heed::reference] " + message);
 }
@@ -71,6 +44,34 @@ double mask_value(const TensorView& mask, std::int64_t b, std::int64_t h, std::i
 }
 
 }  // namespace
+
+double read_element(const TensorView& view, std::int64_t offset) {
+  const auto* base = static_cast<const unsigned char*>(view.data);
+  const std::ptrdiff_t byte_offset =
+      static_cast<std::ptrdiff_t>(offset) * static_cast<std::ptrdiff_t>(size_of(view.dtype));
+  const unsigned char* at = base + byte_offset;
+  switch (view.dtype) {
+    case DType::Float32: {
+      float value;
+      std::memcpy(&value, at, sizeof value);
+      return value;
+    }
+    case DType::Float16: {
+      std::uint16_t bits;
+      std::memcpy(&bits, at, sizeof bits);
+      return half_bits_to_float(bits);
+    }
+    case DType::BFloat16: {
+      std::uint16_t bits;
+      std::memcpy(&bits, at, sizeof bits);
+      return bfloat16_bits_to_float(bits);
+    }
+    case DType::Bool:
+      return *at != 0 ? 1.0 : 0.0;
+  }
+  throw std::logic_error("[heed::reference] unknown dtype");
+}
+
 
 std::vector<double> attention(const TensorView& q, const TensorView& k, const TensorView& v,
                               double scale, const AttentionOptions& options) {
