@@ -77,7 +77,11 @@ def main():
     torch.set_num_threads(args.threads)
     records = heed_records(args.heed, args.threads, args.case, args.reps)
     print(f"# {args.threads} threads, PyTorch {torch.__version__}, median of {args.reps}")
-    print(f"{'case':24s} {'heed ms':>10s} {'torch ms':>10s} {'torch/heed':>10s} {'heed rate':>16s} {'torch rate':>16s}  note")
+    if records and "peak_gflops" in records[0]:
+        print(f"# heed's ceilings in the same run: float32 FMA peak {records[0]['peak_gflops']:.1f} GFLOP/s, "
+              f"copy {records[0]['copy_gbytes_per_s']:.1f} GB/s")
+    print(f"{'case':24s} {'heed ms':>10s} {'torch ms':>10s} {'torch/heed':>10s} {'heed rate':>16s} {'of peak':>8s} "
+          f"{'torch rate':>16s}  note")
     for record in records:
         if "error" in record:
             print(f"{record['name']:24s} heed failed: {record['error']}")
@@ -85,13 +89,16 @@ def main():
         torch_ms, note = torch_time(torch, record, args.reps)
         unit, work = ("GB/s", record["bytes"]) if record["memory_bound"] else ("GFLOP/s", record["flops"])
         heed_rate = work / record["median_ms"] * 1e-6
+        fraction = record.get("roofline_fraction")
+        of_peak = f"{fraction * 100:7.0f}%" if fraction is not None else f"{'n/a':>8s}"
         if torch_ms is None:
             print(f"{record['name']:24s} {record['median_ms']:10.2f} {'n/a':>10s} {'n/a':>10s} "
-                  f"{heed_rate:10.1f} {unit:5s} {'':>16s}  {note}")
+                  f"{heed_rate:10.1f} {unit:5s} {of_peak} {'':>16s}  {note}")
             continue
         torch_rate = work / torch_ms * 1e-6
         print(f"{record['name']:24s} {record['median_ms']:10.2f} {torch_ms:10.2f} "
-              f"{torch_ms / record['median_ms']:9.2f}x {heed_rate:10.1f} {unit:5s} {torch_rate:10.1f} {unit:5s}  {note}")
+              f"{torch_ms / record['median_ms']:9.2f}x {heed_rate:10.1f} {unit:5s} {of_peak} "
+              f"{torch_rate:10.1f} {unit:5s}  {note}")
     return 0
 
 
