@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "--reps") == 0) reps = std::max(1, std::atoi(argv[2]));
   std::printf("# median of %d runs per route; threads: HEED_NUM_THREADS or all cores\n", reps);
   // Prefill around kComposedMaxKeys.
-  for (std::int64_t length : {32, 64, 96, 128, 192, 256, 512}) {
+  for (std::int64_t length : {8, 16, 32, 64, 96, 128, 192, 256, 512}) {
     for (std::int64_t head_dim : {64, 128}) sweep({4, 8, 8, length, length, head_dim, false}, reps);
   }
   // Decode-like rows per key head (group x Lq) around kVectorMaxRows, 4096 keys.

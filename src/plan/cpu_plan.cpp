@@ -236,9 +236,9 @@ CpuRoute plan_cpu(const Problem& p) {
 
   enum class Pick { Vector, Tiled, Composed } pick = Pick::Tiled;
   // The route Auto takes without a cap; a cap that moves Auto elsewhere marks the plan capped.
-  const Pick preferred = rows <= kVectorMaxRows ? Pick::Vector
-                         : p.kv_len <= kComposedMaxKeys ? Pick::Composed
-                                                        : Pick::Tiled;
+  const Pick preferred = p.kv_len <= kComposedMaxKeys ? Pick::Composed
+                         : rows <= kVectorMaxRows        ? Pick::Vector
+                                                         : Pick::Tiled;
   switch (p.route) {
     case RouteChoice::Vector:
       if (!vector) no_route_fits(p, "the vector route (16 scores per query row of a key head)", vector_min);
@@ -255,23 +255,21 @@ CpuRoute plan_cpu(const Problem& p) {
       reasons.push_back("route tiled: asked for by the caller");
       break;
     case RouteChoice::Auto:
-      if (rows <= kVectorMaxRows && vector) {
+      if (preferred == Pick::Composed && composed) {
+        pick = Pick::Composed;
+        reasons.push_back(format("route composed: Lk {} <= {}, where BLAS on materialised scores wins",
+                                 p.kv_len, kComposedMaxKeys));
+      } else if (rows <= kVectorMaxRows && vector) {
         pick = Pick::Vector;
         reasons.push_back(format("route vector: {} query rows per key head (group {} x Lq {}) <= {}",
                                  rows, p.group(), p.q_len, kVectorMaxRows));
-      } else if (p.kv_len <= kComposedMaxKeys && composed) {
-        pick = Pick::Composed;
-        reasons.push_back(preferred == Pick::Vector
-                              ? format("route composed: the vector route's {} x 16 scores exceed max_score_bytes {}",
-                                       rows, *p.max_score_bytes)
-                              : format("route composed: Lk {} <= {}, where BLAS on materialised scores wins",
-                                       p.kv_len, kComposedMaxKeys));
       } else if (tiled) {
-        reasons.push_back(rows <= kVectorMaxRows
-                              ? format("route tiled: the vector route's {} scores exceed the cap", rows)
-                          : p.kv_len <= kComposedMaxKeys
+        reasons.push_back(preferred == Pick::Composed
                               ? format("route tiled: one row of {} scores ({} bytes) exceeds max_score_bytes {}",
                                        p.kv_len, composed_min, *p.max_score_bytes)
+                          : preferred == Pick::Vector
+                              ? format("route tiled: the vector route's {} x 16 scores exceed max_score_bytes {}",
+                                       rows, *p.max_score_bytes)
                               : format("route tiled: {} query rows per key head > {} and Lk {} > {}", rows,
                                        kVectorMaxRows, p.kv_len, kComposedMaxKeys));
       } else {

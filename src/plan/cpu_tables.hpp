@@ -9,9 +9,9 @@ namespace heed::plan::cpu {
 // Vector route when one key head serves at most this many query rows (group × Lq): the work
 // is bound by reading K and V, and the vector route alone splits keys across threads when
 // (batch × key heads) is small. heed_route_sweep, 2 threads, B 1, 32/8 heads, Lk 4096,
-// D 128, vector vs tiled: Lq 1 (4 rows) 4.1 vs 4.1 ms, Lq 4 (16 rows) 5.2 vs 5.0 ms, Lq 16
-// (64 rows) 11.6 vs 11.5 ms: a tie on this shape, where 8 key heads fill 2 threads; the
-// threshold keeps decode on the route that can split keys.
+// D 128, vector vs tiled: Lq 1 (4 rows) 1.48 vs 1.41 ms, Lq 4 (16 rows) 4.21 vs 4.21 ms,
+// Lq 16 (64 rows) 7.67 vs 7.78 ms: within 5% where 8 key heads fill 2 threads; the
+// threshold keeps decode on the route that can split keys when they do not.
 inline constexpr std::int64_t kVectorMaxRows = 16;
 // Keys per partition below which splitting a (batch, key head) task costs more in merging
 // than it gains in threads. Not yet swept: reasoned from the merge cost (one pass over
@@ -26,11 +26,12 @@ inline constexpr std::int64_t kVectorKeyChunk = 64;
 // Keys per score block of the fused micro-kernels (one AVX-512 register of float32).
 inline constexpr std::int64_t kKeyLanes = 16;
 
-// Composed (BLAS) route when Lk is at most this and the scores fit the cap.
-// heed_route_sweep (2026-11-30, this 2-core machine), B 4, 8 heads, Lq = Lk, D 64 / 128,
-// composed vs tiled: Lk 32: 0.153 / 0.198 vs 0.183 / 0.218 ms; Lk 64: 1.006 / 1.340 vs
-// 0.844 / 1.283 ms; Lk 96: 1.145 / 1.619 vs 1.010 / 1.440 ms. Composed wins at 32 only.
-inline constexpr std::int64_t kComposedMaxKeys = 32;
+// Composed (BLAS) route when Lk is at most this (checked first) and the scores fit the cap.
+// heed_route_sweep (2026-11-30, this 2-core machine, commit after the vectorised softmax),
+// B 4, 8 heads, Lq = Lk, D 64 / 128, composed vs the faster fused route: Lk 8: 0.025 /
+// 0.038 vs 0.040 / 0.060 ms; Lk 16: 0.072 / 0.099 vs 0.101 / 0.153 ms; Lk 32: 0.260 /
+// 0.344 vs 0.173 / 0.308 ms. Composed wins up to 16 keys only.
+inline constexpr std::int64_t kComposedMaxKeys = 16;
 
 // Tiled route: query rows per tile (positions x the heads of a group), and the limits of the
 // key tile. heed_route_sweep over (block_k max, rows) in {64, 128} x {64, 128}, 2 threads,

@@ -79,7 +79,7 @@ std::vector<CapCase> cap_cases() {
       with_min(cap_spec("auto_prefill", 4, 2, 33, 140, RouteChoice::Auto)),
       with_min(cap_spec("auto_decode", 8, 2, 1, 300, RouteChoice::Auto, DType::BFloat16)),
       with_min(cap_spec("auto_short_keys", 2, 2, 40, 50, RouteChoice::Auto, DType::Float16)),
-      with_min(cap_spec("auto_decode_short_keys", 8, 8, 1, 9, RouteChoice::Auto)),
+      with_min(cap_spec("auto_decode_short_keys", 8, 8, 1, 20, RouteChoice::Auto)),
       with_min(cap_spec("tiled", 2, 1, 17, 129, RouteChoice::Tiled)),
       with_min(cap_spec("composed", 2, 2, 50, 129, RouteChoice::Composed)),
       with_min(cap_spec("composed_long", 2, 2, 7, 1000, RouteChoice::Composed, DType::BFloat16)),

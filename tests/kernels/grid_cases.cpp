@@ -139,8 +139,8 @@ std::vector<CaseSpec> caps_layouts_dtypes() {
       Make("cap_blocks_16rows", 1, 2, 2, 200, 100).cap(100 * 4 * 16),
       Make("cap_blocks_odd", 1, 3, 3, 127, 127).cap(127 * 4 * 10 + 3),
       Make("cap_blocks_f16_causal", 1, 2, 2, 129, 128, 64, 64, f16).causal().cap(128 * 4 * 33),
-      Make("cap_blocks_short_keys", 1, 2, 2, 200, 32).cap(32 * 4 * 16),
-      Make("cap_blocks_short_keys_odd_bf16", 1, 3, 3, 127, 17, 64, 64, bf16).causal().cap(17 * 4 * 10 + 3),
+      Make("cap_blocks_short_keys", 1, 2, 2, 200, 16).cap(16 * 4 * 16),
+      Make("cap_blocks_short_keys_odd_bf16", 1, 3, 3, 127, 13, 64, 64, bf16).causal().cap(13 * 4 * 10 + 3),
       Make("cap_tiny_tiled", 1, 2, 2, 64, 300).cap(256),
       Make("cap_below_row", 1, 2, 2, 40, 50).cap(100),
       Make("cap_vector_chunk", 1, 8, 1, 1, 300).cap(8 * 32 * 4),  // 32 of its 64-key chunk
