@@ -218,6 +218,64 @@ void build_composed(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit
                      kOp, *p.max_score_bytes, route, min_cap));
 }
 
+enum class Pick { Vector, Tiled, Composed };
+
+struct Fits {
+  bool vector, composed, tiled;
+};
+struct MinCaps {
+  std::size_t vector, composed, tiled;
+};
+
+// The route: the caller's, or Auto's from the thresholds of cpu_tables.hpp, moved by the cap
+// where the preferred route's intermediate does not fit (then the plan is capped).
+Pick choose_route(const Problem& p, Fits fits, MinCaps mins, AttentionPlan& plan) {
+  auto& reasons = plan.reasons;
+  const std::int64_t rows = p.group() * p.q_len;
+  switch (p.route) {
+    case RouteChoice::Vector:
+      if (!fits.vector) no_route_fits(p, "the vector route (16 scores per query row of a key head)", mins.vector);
+      reasons.push_back("route vector: asked for by the caller");
+      return Pick::Vector;
+    case RouteChoice::Composed:
+      if (!fits.composed) no_route_fits(p, "the composed route (one row of Lk scores)", mins.composed);
+      reasons.push_back("route composed: asked for by the caller");
+      return Pick::Composed;
+    case RouteChoice::Tiled:
+      if (!fits.tiled) no_route_fits(p, "the tiled route (16 keys for one position of each head of a group)", mins.tiled);
+      reasons.push_back("route tiled: asked for by the caller");
+      return Pick::Tiled;
+    case RouteChoice::Auto:
+      break;
+  }
+  const Pick preferred = p.kv_len <= kComposedMaxKeys ? Pick::Composed
+                         : rows <= kVectorMaxRows        ? Pick::Vector
+                                                         : Pick::Tiled;
+  Pick pick = Pick::Tiled;
+  if (preferred == Pick::Composed && fits.composed) {
+    pick = Pick::Composed;
+    reasons.push_back(format("route composed: Lk {} <= {}, where BLAS on materialised scores wins", p.kv_len,
+                             kComposedMaxKeys));
+  } else if (rows <= kVectorMaxRows && fits.vector) {
+    pick = Pick::Vector;
+    reasons.push_back(format("route vector: {} query rows per key head (group {} x Lq {}) <= {}", rows, p.group(),
+                             p.q_len, kVectorMaxRows));
+  } else if (fits.tiled) {
+    reasons.push_back(preferred == Pick::Composed
+                          ? format("route tiled: one row of {} scores ({} bytes) exceeds max_score_bytes {}",
+                                   p.kv_len, mins.composed, *p.max_score_bytes)
+                      : preferred == Pick::Vector
+                          ? format("route tiled: the vector route's {} x 16 scores exceed max_score_bytes {}", rows,
+                                   *p.max_score_bytes)
+                          : format("route tiled: {} query rows per key head > {} and Lk {} > {}", rows,
+                                   kVectorMaxRows, p.kv_len, kComposedMaxKeys));
+  } else {
+    no_route_fits(p, "any route", std::min({mins.vector, mins.composed, mins.tiled}));
+  }
+  plan.capped = pick != preferred;
+  return pick;
+}
+
 }  // namespace
 
 CpuRoute plan_cpu(const Problem& p) {
@@ -233,51 +291,8 @@ CpuRoute plan_cpu(const Problem& p) {
   const auto vector = fit_vector(p, rows, vector_min);
   const auto composed = fit_composed(p, composed_min);
   const auto tiled = fit_tiled(p, cpu, tiled_min);
-
-  enum class Pick { Vector, Tiled, Composed } pick = Pick::Tiled;
-  // The route Auto takes without a cap; a cap that moves Auto elsewhere marks the plan capped.
-  const Pick preferred = p.kv_len <= kComposedMaxKeys ? Pick::Composed
-                         : rows <= kVectorMaxRows        ? Pick::Vector
-                                                         : Pick::Tiled;
-  switch (p.route) {
-    case RouteChoice::Vector:
-      if (!vector) no_route_fits(p, "the vector route (16 scores per query row of a key head)", vector_min);
-      pick = Pick::Vector;
-      reasons.push_back("route vector: asked for by the caller");
-      break;
-    case RouteChoice::Composed:
-      if (!composed) no_route_fits(p, "the composed route (one row of Lk scores)", composed_min);
-      pick = Pick::Composed;
-      reasons.push_back("route composed: asked for by the caller");
-      break;
-    case RouteChoice::Tiled:
-      if (!tiled) no_route_fits(p, "the tiled route (16 keys for one position of each head of a group)", tiled_min);
-      reasons.push_back("route tiled: asked for by the caller");
-      break;
-    case RouteChoice::Auto:
-      if (preferred == Pick::Composed && composed) {
-        pick = Pick::Composed;
-        reasons.push_back(format("route composed: Lk {} <= {}, where BLAS on materialised scores wins",
-                                 p.kv_len, kComposedMaxKeys));
-      } else if (rows <= kVectorMaxRows && vector) {
-        pick = Pick::Vector;
-        reasons.push_back(format("route vector: {} query rows per key head (group {} x Lq {}) <= {}",
-                                 rows, p.group(), p.q_len, kVectorMaxRows));
-      } else if (tiled) {
-        reasons.push_back(preferred == Pick::Composed
-                              ? format("route tiled: one row of {} scores ({} bytes) exceeds max_score_bytes {}",
-                                       p.kv_len, composed_min, *p.max_score_bytes)
-                          : preferred == Pick::Vector
-                              ? format("route tiled: the vector route's {} x 16 scores exceed max_score_bytes {}",
-                                       rows, *p.max_score_bytes)
-                              : format("route tiled: {} query rows per key head > {} and Lk {} > {}", rows,
-                                       kVectorMaxRows, p.kv_len, kComposedMaxKeys));
-      } else {
-        no_route_fits(p, "any route", std::min({vector_min, composed_min, tiled_min}));
-      }
-      r.plan.capped = pick != preferred;
-      break;
-  }
+  const Pick pick = choose_route(p, {vector.has_value(), composed.has_value(), tiled.has_value()},
+                                 {vector_min, composed_min, tiled_min}, r.plan);
 
   switch (pick) {
     case Pick::Vector:
