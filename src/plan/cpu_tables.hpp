@@ -19,8 +19,8 @@ inline constexpr std::int64_t kVectorMaxRows = 16;
 inline constexpr std::int64_t kVectorMinKeysPerBlock = 256;
 // Key blocks per thread when (batch × key heads) tasks cannot fill the threads.
 inline constexpr std::int64_t kVectorBlocksPerThread = 2;
-// Keys whose scores the vector kernel holds at once per query row; the same 64 keys that
-// measured best as the tiled route's key tile (below).
+// Keys whose scores the vector kernel holds at once per query row. 64 was the tiled route's
+// best key tile before its softmax was vectorised; not re-swept for decode since.
 inline constexpr std::int64_t kVectorKeyChunk = 64;
 
 // Keys per score block of the fused micro-kernels (one AVX-512 register of float32).
@@ -34,13 +34,15 @@ inline constexpr std::int64_t kKeyLanes = 16;
 inline constexpr std::int64_t kComposedMaxKeys = 16;
 
 // Tiled route: query rows per tile (positions x the heads of a group), and the limits of the
-// key tile. heed_route_sweep over (block_k max, rows) in {64, 128} x {64, 128}, 2 threads,
-// B 4, 8 heads, L 128-512, D 64/128: 64 / 128 was best or within 5% of best on every shape
-// (L 512, D 128: 38.7 ms vs 42.3 for 64/64, 46.9 for 128/64, 40.8 for 128/128); the former
-// 512-key tiles took 48.7 ms there.
+// key tile, whose size the L2 budget below then picks. Rows: heed_route_sweep over (block_k
+// max, rows) in {64, 128} x {64, 128}, 2 threads, B 4, 8 heads, L 128-512: 128 rows was best
+// or within 5% (L 512, D 128: 38.7 ms vs 42.3 for 64 rows). Key tile limit, after the
+// vectorised softmax: `heed bench` alternating builds with a limit of 64 and 256, three rounds,
+// median ms: bge-small 138.5 / 143.0 / 140.3 vs 114.2 / 95.5 / 115.1, llama3-8b-prefill
+// 929.9 / 953.7 / 925.7 vs 840.6 / 764.3 / 846.6, bert-base 218 / 223 / 178 vs 182 / 163 / 183.
 inline constexpr std::int64_t kTiledBlockRows = 128;
 inline constexpr std::int64_t kTiledMinBlockK = 16;
-inline constexpr std::int64_t kTiledMaxBlockK = 64;
+inline constexpr std::int64_t kTiledMaxBlockK = 256;
 // Fraction (1/N) of the per-core L2 that one worker's tiles may fill (leaves room for the
 // caller's K/V lines in flight); not yet swept.
 inline constexpr std::int64_t kTiledL2Share = 2;
