@@ -8,10 +8,10 @@ namespace heed::plan::cpu {
 
 // Vector route when one key head serves at most this many query rows (group × Lq): the work
 // is bound by reading K and V, and the vector route alone splits keys across threads when
-// (batch × key heads) is small. heed_route_sweep, 2 threads, B 1, 32/8 heads, Lk 4096,
-// D 128, vector vs tiled: Lq 1 (4 rows) 1.48 vs 1.41 ms, Lq 4 (16 rows) 4.21 vs 4.21 ms,
-// Lq 16 (64 rows) 7.67 vs 7.78 ms: within 5% where 8 key heads fill 2 threads; the
-// threshold keeps decode on the route that can split keys when they do not.
+// (batch × key heads) is small. heed_route_sweep (docs/performance.md), 2 threads, B 1, 32/8
+// heads, Lk 4096, D 128, vector vs tiled: Lq 1 (4 rows) 1.45 vs 1.35 ms, Lq 2 3.13 vs 3.19,
+// Lq 16 (64 rows) 8.20 vs 8.22: within 10% where 8 key heads fill 2 threads; the threshold
+// keeps decode on the route that can split keys when they do not.
 inline constexpr std::int64_t kVectorMaxRows = 16;
 // Keys per partition below which splitting a (batch, key head) task costs more in merging
 // than it gains in threads. Not yet swept: reasoned from the merge cost (one pass over
