@@ -113,7 +113,9 @@ void run_composed(const AttentionParams& p, const plan::CpuRoute& r, std::byte* 
   use_single_threaded_blas();
   const std::int64_t blocks = (p.q_len + r.rows - 1) / r.rows;
   const profile::Dispatch dispatch(r.plan.kernel_name.c_str(), blocks, p.q_heads, p.batch);
-  std::vector<std::int64_t> packed_kv(static_cast<std::size_t>(std::max(r.plan.workers, 1)), -1);
+  for (int worker = 0; worker < r.plan.workers; ++worker) {
+    if (auto* id = r.packed_kv_id.at<std::int64_t>(scratch, static_cast<std::size_t>(worker))) *id = -1;
+  }
   parallel_for(r.plan.workers, p.batch * p.q_heads * blocks, [&](std::int64_t task, int worker) {
     const auto w = static_cast<std::size_t>(worker);
     const ComposedBuffers buffers{r.scores.at<float>(scratch, w), r.out_rows.at<float>(scratch, w),
@@ -123,7 +125,9 @@ void run_composed(const AttentionParams& p, const plan::CpuRoute& r, std::byte* 
     const std::int64_t head = (task / blocks) % p.q_heads;
     const std::int64_t batch = task / (blocks * p.q_heads);
     const std::int64_t first_row = block * r.rows;
-    run_block(p, buffers, batch, head, first_row, std::min(r.rows, p.q_len - first_row), packed_kv[w]);
+    std::int64_t unpacked = -1;
+    std::int64_t* packed_kv = r.pack_inputs ? r.packed_kv_id.at<std::int64_t>(scratch, w) : &unpacked;
+    run_block(p, buffers, batch, head, first_row, std::min(r.rows, p.q_len - first_row), *packed_kv);
   });
 }
 

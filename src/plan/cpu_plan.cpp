@@ -207,6 +207,7 @@ void build_composed(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit
     r.q_rows = layout.add("q_rows", float_bytes(r.rows, p.head_dim, "q rows"), workers);
     r.k_rows = layout.add("k_rows", float_bytes(p.kv_len, p.head_dim, "k rows"), workers);
     r.v_rows = layout.add("v_rows", float_bytes(p.kv_len, p.value_dim, "v rows"), workers);
+    r.packed_kv_id = layout.add("packed_kv_id", sizeof(std::int64_t), workers);
   }
   r.plan.buffers = layout.buffers();
   r.plan.scratch_bytes = layout.total_bytes();

@@ -31,6 +31,7 @@ struct CpuRoute {
   // Per-worker regions (slice = worker) and the shared ones.
   Region q_rows, k_row, k_rows, v_rows, scores, accum, stats, out_rows;
   Region partials;  // vector, two passes: [tasks][rows][Dv + 2]
+  Region packed_kv_id;  // composed with packing: which (batch, key head) each worker holds
 };
 
 CpuRoute plan_cpu(const Problem& problem);
