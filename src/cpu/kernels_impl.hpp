@@ -50,6 +50,18 @@ Workspace workspace_of(const plan::CpuRoute& r, std::byte* scratch, int worker, 
 
 std::int64_t round_up_lanes(std::int64_t keys) { return (keys + kKeyLanes - 1) / kKeyLanes * kKeyLanes; }
 
+// load_row, with contiguous 16-bit rows widened a vector at a time.
+void widen_row(const void* base, DType dtype, std::int64_t offset, std::int64_t stride, std::int64_t count,
+               float* dst) {
+  if (stride == 1 && dtype == DType::BFloat16) {
+    return microkernel::widen_row(static_cast<const microkernel::Bf16*>(base) + offset, count, dst);
+  }
+  if (stride == 1 && dtype == DType::Float16) {
+    return microkernel::widen_row(static_cast<const microkernel::F16*>(base) + offset, count, dst);
+  }
+  load_row(base, dtype, offset, stride, count, dst);
+}
+
 // Where query row r of a task lives.
 struct RowAt {
   std::int64_t head;
@@ -58,8 +70,8 @@ struct RowAt {
 
 void start_row(const AttentionParams& p, const Workspace& t, std::int64_t b, std::int64_t row, RowAt at) {
   float* q = t.q + row * p.head_dim;
-  load_row(p.q, p.dtype, b * p.q_strides[0] + at.head * p.q_strides[1] + at.position * p.q_strides[2],
-           p.q_strides[3], p.head_dim, q);
+  widen_row(p.q, p.dtype, b * p.q_strides[0] + at.head * p.q_strides[1] + at.position * p.q_strides[2],
+            p.q_strides[3], p.head_dim, q);
   for (std::int64_t d = 0; d < p.head_dim; ++d) q[d] *= p.scale;
   t.row_max[row] = kNegInf;
   t.row_sum[row] = 0.0f;
@@ -74,14 +86,14 @@ void load_key_tile(const AttentionParams& p, const Workspace& t, std::int64_t b,
   const std::int64_t k_base = b * p.k_strides[0] + kv_head * p.k_strides[1];
   const std::int64_t v_base = b * p.v_strides[0] + kv_head * p.v_strides[1];
   for (std::int64_t v_row = 0; v_row < count; ++v_row) {
-    load_row(p.v, p.dtype, v_base + (key + v_row) * p.v_strides[2], p.v_strides[3], Dv, t.v + v_row * Dv);
+    widen_row(p.v, p.dtype, v_base + (key + v_row) * p.v_strides[2], p.v_strides[3], Dv, t.v + v_row * Dv);
   }
   // Kᵀ in blocks of 16 keys: 16 rows converted into L1, then written 16 contiguous floats at
   // a time (column stores at the tile's stride would cost a cache line each).
   for (std::int64_t first = 0; first < ldk; first += kKeyLanes) {
     const std::int64_t rows = std::clamp<std::int64_t>(count - first, 0, kKeyLanes);
     for (std::int64_t j = 0; j < rows; ++j) {
-      load_row(p.k, p.dtype, k_base + (key + first + j) * p.k_strides[2], p.k_strides[3], D, t.k_row + j * D);
+      widen_row(p.k, p.dtype, k_base + (key + first + j) * p.k_strides[2], p.k_strides[3], D, t.k_row + j * D);
     }
     for (std::int64_t j = rows; j < kKeyLanes; ++j) {
       for (std::int64_t d = 0; d < D; ++d) t.k_row[j * D + d] = 0.0f;
@@ -143,31 +155,25 @@ void fold_key_rows(const AttentionParams& p, const Workspace& t, std::int64_t b,
   const std::int64_t ldk = round_up_lanes(count);
   const std::int64_t k_base = b * p.k_strides[0] + kv_head * p.k_strides[1];
   const std::int64_t v_base = b * p.v_strides[0] + kv_head * p.v_strides[1];
-  // bfloat16 rows with a contiguous last dimension are widened in registers, not copied.
-  const bool k_in_place = p.dtype == DType::BFloat16 && p.k_strides[3] == 1;
-  const bool v_in_place = p.dtype == DType::BFloat16 && p.v_strides[3] == 1;
+  // 16-bit rows with a contiguous last dimension are widened in registers, not copied.
+  const auto each_row = [&](const void* base, std::int64_t offset, std::int64_t stride, std::int64_t width,
+                            float* buffer, auto&& use) {
+    if (stride == 1 && p.dtype == DType::BFloat16) return use(static_cast<const microkernel::Bf16*>(base) + offset);
+    if (stride == 1 && p.dtype == DType::Float16) return use(static_cast<const microkernel::F16*>(base) + offset);
+    use(row_as_float(base, p.dtype, offset, stride, width, buffer));
+  };
   for (std::int64_t j = 0; j < count; ++j) {
-    const std::int64_t offset = k_base + (key + j) * p.k_strides[2];
-    if (k_in_place) {
-      const auto* k = static_cast<const microkernel::Bf16*>(p.k) + offset;
+    each_row(p.k, k_base + (key + j) * p.k_strides[2], p.k_strides[3], p.head_dim, t.k_row, [&](const auto* k) {
       microkernel::dot_all_rows(t.q, rows, p.head_dim, k, t.scores + j, ldk);
-    } else {
-      const float* k = row_as_float(p.k, p.dtype, offset, p.k_strides[3], p.head_dim, t.k_row);
-      microkernel::dot_all_rows(t.q, rows, p.head_dim, k, t.scores + j, ldk);
-    }
+    });
   }
   bool any = false;
   for (std::int64_t row = 0; row < rows; ++row) any |= softmax_step(p, t, b, row, row_of(row), key, count, ldk);
   if (!any) return;
   for (std::int64_t j = 0; j < count; ++j) {
-    const std::int64_t offset = v_base + (key + j) * p.v_strides[2];
-    if (v_in_place) {
-      const auto* v = static_cast<const microkernel::Bf16*>(p.v) + offset;
+    each_row(p.v, v_base + (key + j) * p.v_strides[2], p.v_strides[3], p.value_dim, t.v, [&](const auto* v) {
       microkernel::axpy_all_rows(t.scores + j, ldk, rows, v, p.value_dim, t.accum);
-    } else {
-      const float* v = row_as_float(p.v, p.dtype, offset, p.v_strides[3], p.value_dim, t.v);
-      microkernel::axpy_all_rows(t.scores + j, ldk, rows, v, p.value_dim, t.accum);
-    }
+    });
   }
 }
 

@@ -6,6 +6,10 @@
 #include <bit>
 #include <cstdint>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "cpu/isa.hpp"
 #include "plan/cpu_tables.hpp"
 
@@ -75,6 +79,24 @@ typedef std::uint32_t vec_u32 __attribute__((vector_size(HEED_VECTOR_BYTES)));
   const vec_u16 raw = *reinterpret_cast<const vec_u16*>(from);
   return std::bit_cast<vec>(__builtin_convertvector(raw, vec_u32) << 16);
 }
+// float16 storage, widened with the F16C / AVX-512 conversion where the ISA has one.
+struct F16 {
+  std::uint16_t bits;
+};
+[[gnu::always_inline]] inline vec load(const F16* from) {
+#if defined(__AVX512F__)
+  // The masked form with a zero source: GCC 12 warns on the plain form's undefined source.
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from));
+  return std::bit_cast<vec>(_mm512_mask_cvtph_ps(_mm512_setzero_ps(), static_cast<__mmask16>(0xffff), raw));
+#elif defined(__F16C__)
+  return std::bit_cast<vec>(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(from))));
+#else
+  vec values;
+  for (int lane = 0; lane < kVectorLanes; ++lane) values[lane] = static_cast<float>(std::bit_cast<_Float16>(from[lane].bits));
+  return values;
+#endif
+}
+[[gnu::always_inline]] inline float to_float(F16 value) { return static_cast<float>(std::bit_cast<_Float16>(value.bits)); }
 [[gnu::always_inline]] inline float to_float(float value) { return value; }
 [[gnu::always_inline]] inline float to_float(Bf16 value) {
   return std::bit_cast<float>(static_cast<std::uint32_t>(value.bits) << 16);
@@ -105,6 +127,14 @@ typedef std::int32_t vec_int __attribute__((vector_size(HEED_VECTOR_BYTES)));
   result = x < kExpUnderflow ? vec{} : result;
   result = x > kExpOverflow ? vec{} + __builtin_inff() : result;
   return x != x ? x : result;
+}
+
+// dst[0..count) = float(src[0..count)) for float16 / bfloat16 storage, a vector at a time.
+template <typename T>
+inline void widen_row(const T* src, std::int64_t count, float* dst) {
+  std::int64_t e = 0;
+  for (; e + kVectorLanes <= count; e += kVectorLanes) store(dst + e, load(src + e));
+  for (; e < count; ++e) dst[e] = to_float(src[e]);
 }
 
 // The largest of s[0..count).
