@@ -28,24 +28,6 @@ inline constexpr float kLn2Low = -2.12194440e-4f;
 inline constexpr float kExpUnderflow = -87.3365f;  // below: exp underflows float32 to zero
 inline constexpr float kExpOverflow = 88.3762f;
 
-// exp(x) within 2 ulp on [-87.3, 88.3]; 0 below (so exp(-inf) = 0), +inf above, NaN kept.
-inline float fast_exp(float x) {
-  const float clamped = x < kExpUnderflow ? kExpUnderflow : (x > kExpOverflow ? kExpOverflow : x);
-  const float n = __builtin_roundevenf(clamped * kLog2e);
-  const float r = (clamped - n * kLn2High) - n * kLn2Low;
-  float poly = 1.9875691500e-4f;
-  poly = poly * r + 1.3981999507e-3f;
-  poly = poly * r + 8.3334519073e-3f;
-  poly = poly * r + 4.1665795894e-2f;
-  poly = poly * r + 1.6666665459e-1f;
-  poly = poly * r + 5.0000001201e-1f;
-  poly = (poly * r * r + r) + 1.0f;
-  const auto bits = std::bit_cast<std::int32_t>(poly) + (static_cast<std::int32_t>(n) << 23);
-  float result = std::bit_cast<float>(bits);
-  result = x < kExpUnderflow ? 0.0f : result;
-  result = x > kExpOverflow ? __builtin_inff() : result;
-  return x != x ? x : result;
-}
 
 // The widest float32 vector of the translation unit's instruction set. Blocks of 16 keys or
 // value columns are kParts such vectors; arrays of native vectors stay in registers.
@@ -105,7 +87,8 @@ struct F16 {
 
 typedef std::int32_t vec_int __attribute__((vector_size(HEED_VECTOR_BYTES)));
 
-// fast_exp on every lane, branch-free: the same polynomial and the same special cases.
+// exp(x) on every lane, branch-free, within 2 ulp on [-87.3, 88.3]; 0 below (so
+// exp(-inf) = 0), +inf above, NaN kept.
 [[gnu::always_inline]] inline vec fast_exp(vec x) {
   vec clamped = x < kExpUnderflow ? vec{} + kExpUnderflow : x;
   clamped = clamped > kExpOverflow ? vec{} + kExpOverflow : clamped;
@@ -128,6 +111,9 @@ typedef std::int32_t vec_int __attribute__((vector_size(HEED_VECTOR_BYTES)));
   result = x > kExpOverflow ? vec{} + __builtin_inff() : result;
   return x != x ? x : result;
 }
+
+// The same for one value (row corrections, merges and tails).
+inline float fast_exp(float x) { return fast_exp(vec{} + x)[0]; }
 
 // dst[0..count) = float(src[0..count)) for float16 / bfloat16 storage, a vector at a time.
 template <typename T>
