@@ -49,9 +49,11 @@ std::vector<Case> build_default_suite() {
   suite.push_back(causal(model_case("llama3-8b-prefill", 1, 32, 8, 4096, 4096, 128, f32)));
   suite.push_back(causal(model_case("llama3-8b-prefill-bf16", 1, 32, 8, 4096, 4096, 128, bf16)));
   suite.push_back(causal(model_case("llama3-8b-prefill-f16", 1, 32, 8, 4096, 4096, 128, DType::Float16)));
+  suite.push_back(model_case("llama3-8b-prefill-full", 1, 32, 8, 4096, 4096, 128, f32));
   suite.push_back(model_case("llama3-8b-decode", 1, 32, 8, 1, kLlamaContext, 128, f32));
   suite.push_back(model_case("llama3-8b-decode-bf16", 1, 32, 8, 1, kLlamaContext, 128, bf16));
   suite.push_back(model_case("llama3-8b-decode-f16", 1, 32, 8, 1, kLlamaContext, 128, DType::Float16));
+  suite.push_back(model_case("llama3-8b-decode-128k", 1, 32, 8, 1, 4 * kLlamaContext, 128, f32));
   suite.push_back(causal(model_case("qwen-d256", 1, 16, 2, 2048, 2048, 256, bf16)));
   Case gpt_oss = causal(model_case("gpt-oss-window", 1, 64, 8, 4096, 4096, 64, bf16));
   gpt_oss.window = 128;
