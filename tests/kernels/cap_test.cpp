@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "support/case_builder.hpp"
 #include "support/problem.hpp"
 
 namespace heed::test {
@@ -43,18 +44,7 @@ void PrintTo(const CapCase& c, std::ostream* os) { *os << c.spec.name; }
 
 CaseSpec cap_spec(std::string name, std::int64_t q_heads, std::int64_t kv_heads, std::int64_t q_len,
                   std::int64_t kv_len, RouteChoice route, DType dtype = DType::Float32) {
-  CaseSpec spec;
-  spec.name = std::move(name);
-  spec.batch = 2;
-  spec.q_heads = q_heads;
-  spec.kv_heads = kv_heads;
-  spec.q_len = q_len;
-  spec.kv_len = kv_len;
-  spec.route = route;
-  spec.dtype = dtype;
-  spec.causal = true;
-  spec.max_score_bytes = 1;
-  return spec;
+  return Make(std::move(name), 2, q_heads, kv_heads, q_len, kv_len, 64, 64, dtype).causal().route(route).cap(1);
 }
 
 // The smallest caps of docs/design.md §8: tiled group x 16 x 4 bytes, vector group x Lq x 16

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "support/case_builder.hpp"
 #include "support/problem.hpp"
 
 namespace heed::test {
@@ -18,16 +19,7 @@ constexpr std::size_t kLargeScratch = 8 * kMiB;
 CaseSpec scratch_case(std::string name, std::int64_t batch, std::int64_t q_heads, std::int64_t kv_heads,
                       std::int64_t q_len, std::int64_t kv_len, std::int64_t head_dim, DType dtype,
                       RouteChoice route, std::optional<std::int64_t> cap = std::nullopt) {
-  CaseSpec spec;
-  spec.name = std::move(name);
-  spec.batch = batch;
-  spec.q_heads = q_heads;
-  spec.kv_heads = kv_heads;
-  spec.q_len = q_len;
-  spec.kv_len = kv_len;
-  spec.head_dim = spec.value_dim = head_dim;
-  spec.dtype = dtype;
-  spec.route = route;
+  CaseSpec spec = Make(std::move(name), batch, q_heads, kv_heads, q_len, kv_len, head_dim, head_dim, dtype).route(route);
   spec.max_score_bytes = cap;
   return spec;
 }
