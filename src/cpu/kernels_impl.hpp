@@ -38,14 +38,17 @@ struct Workspace {
   float* accum;
   float* row_max;
   float* row_sum;
+  std::int64_t accum_stride;  // floats between accumulator rows (Dv, or the AMX tile's padded Dv)
 };
 
-Workspace workspace_of(const plan::CpuRoute& r, std::byte* scratch, int worker, std::int64_t rows) {
+Workspace workspace_of(const AttentionParams& p, const plan::CpuRoute& r, std::byte* scratch, int worker,
+                       std::int64_t rows) {
   const auto w = static_cast<std::size_t>(worker);
   float* stats = r.stats.at<float>(scratch, w);
   return {r.q_rows.at<float>(scratch, w), r.k_row.at<float>(scratch, w), r.k_rows.at<float>(scratch, w),
           r.v_rows.at<float>(scratch, w),
-          r.scores.at<float>(scratch, w), r.accum.at<float>(scratch, w), stats, stats + rows};
+          r.scores.at<float>(scratch, w), r.accum.at<float>(scratch, w), stats, stats + rows,
+          r.amx.on ? r.amx.columns : p.value_dim};
 }
 
 std::int64_t round_up_lanes(std::int64_t keys) { return (keys + kKeyLanes - 1) / kKeyLanes * kKeyLanes; }
@@ -132,7 +135,7 @@ bool softmax_step(const AttentionParams& p, const Workspace& t, std::int64_t b, 
   t.row_sum[row] = t.row_sum[row] * correction + sum;
   t.row_max[row] = new_max;
   if (correction != 1.0f) {
-    float* acc = t.accum + row * p.value_dim;
+    float* acc = t.accum + row * t.accum_stride;
     for (std::int64_t d = 0; d < p.value_dim; ++d) acc[d] *= correction;
   }
   return true;
@@ -264,6 +267,7 @@ void merge_task(const AttentionParams& p, const plan::CpuRoute& r, const float* 
 
 }  // namespace
 
+#if !defined(HEED_KERNEL_HELPERS_ONLY)
 // Tiled: one task per (batch, key head, block of block_q query positions).
 void run_tiled_kernel(const AttentionParams& p, const plan::CpuRoute& r, std::byte* scratch) {
   const std::int64_t blocks = (p.q_len + r.block_q - 1) / r.block_q;
@@ -273,7 +277,7 @@ void run_tiled_kernel(const AttentionParams& p, const plan::CpuRoute& r, std::by
     const std::int64_t block = p.causal ? blocks - 1 - task % blocks : task % blocks;
     const std::int64_t first = block * r.block_q;
     const Rows rows{(task / blocks) % p.kv_heads, first, std::min(r.block_q, p.q_len - first), p.group()};
-    group_task(p, workspace_of(r, scratch, worker, p.group() * r.block_q), task / (blocks * p.kv_heads), rows, 0,
+    group_task(p, workspace_of(p, r, scratch, worker, p.group() * r.block_q), task / (blocks * p.kv_heads), rows, 0,
                p.kv_len, r.block_k, nullptr);
   });
 }
@@ -285,7 +289,7 @@ void vector_pass(const AttentionParams& p, const plan::CpuRoute& r, std::byte* s
   parallel_for(r.plan.workers, p.batch * p.kv_heads * r.key_blocks, [&](std::int64_t work, int worker) {
     const std::int64_t task = work / r.key_blocks;
     const std::int64_t key_begin = p.keys_for_row(0).begin + (work % r.key_blocks) * r.keys_per_block;
-    group_task(p, workspace_of(r, scratch, worker, r.vector_rows), task / p.kv_heads,
+    group_task(p, workspace_of(p, r, scratch, worker, r.vector_rows), task / p.kv_heads,
                Rows{task % p.kv_heads, 0, p.q_len, p.group()}, key_begin, key_begin + r.keys_per_block,
                r.key_chunk, partials != nullptr ? partials + work * partial_floats : nullptr);
   });
@@ -317,6 +321,7 @@ double fma_chains(std::int64_t steps) {
   (void)sink;
   return 2.0 * kChains * microkernel::kVectorLanes * static_cast<double>(steps);
 }
+#endif
 
 }  // namespace HEED_ISA
 }  // namespace heed::cpu
