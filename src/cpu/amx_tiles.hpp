@@ -166,13 +166,21 @@ class Tiles {
   Tiles& operator=(const Tiles&) = delete;
 };
 
-// C[m × n] (+)= A[m × k] · B[k × n]: A bfloat16, rows lda bytes apart; B in VNNI order (k/2
-// rows of n pairs, ldb bytes apart); C float32, rows ldc bytes apart. m and n are multiples
-// of 16, k of 32. Register blocks of up to 2 × 2 accumulators: tiles 0-3 hold C, 4-5 A, 6-7 B.
+// One product of a sum C (+)= Σ A_s · B_s: A_s bfloat16 [m × 32·steps], B_s in VNNI order
+// [16·steps rows of n pairs]. float16 inputs split in two bfloat16 parts add three products.
+struct Product {
+  const std::byte* a;
+  const std::byte* b;
+  std::int64_t steps;
+};
+
+// C[m × n] (+)= Σ_s A_s · B_s for `count` products sharing lda, ldb (bytes between rows) and C
+// (float32, rows ldc bytes apart); m and n multiples of 16. Register blocks of up to 2 × 2
+// accumulators: tiles 0-3 hold C, 4-5 A, 6-7 B.
 template <int RM, int RN, bool Accumulate>
-inline void gemm_block(const std::byte* a, std::int64_t lda, const std::byte* b, std::int64_t ldb,
-                       std::int64_t k_steps, std::byte* c, std::int64_t ldc) {
-  const auto c_at = [&](int r, int s) { return c + r * kTileRows * ldc + s * kTileBytes; };
+inline void gemm_block(const Product* products, int count, std::int64_t lda, std::int64_t ldb, std::int64_t i,
+                       std::int64_t j, std::byte* c, std::int64_t ldc) {
+  const auto c_at = [&](int r, int s) { return c + (i + r * kTileRows) * ldc + (j + s * kTileColumns) * 4; };
   if constexpr (Accumulate) {
     load<0>(c_at(0, 0), ldc);
     if constexpr (RN == 2) load<1>(c_at(0, 1), ldc);
@@ -184,20 +192,24 @@ inline void gemm_block(const std::byte* a, std::int64_t lda, const std::byte* b,
     if constexpr (RM == 2) zero<2>();
     if constexpr (RM == 2 && RN == 2) zero<3>();
   }
-  for (std::int64_t step = 0; step < k_steps; ++step) {
-    const std::byte* a_step = a + step * kTileBytes;
-    const std::byte* b_step = b + step * kTileRows * ldb;
-    load<4>(a_step, lda);
-    load<6>(b_step, ldb);
-    dot_bf16<0, 4, 6>();
-    if constexpr (RN == 2) {
-      load<7>(b_step + kTileBytes, ldb);
-      dot_bf16<1, 4, 7>();
-    }
-    if constexpr (RM == 2) {
-      load<5>(a_step + kTileRows * lda, lda);
-      dot_bf16<2, 5, 6>();
-      if constexpr (RN == 2) dot_bf16<3, 5, 7>();
+  for (int product = 0; product < count; ++product) {
+    const std::byte* a = products[product].a + i * lda;
+    const std::byte* b = products[product].b + j * 4;
+    for (std::int64_t step = 0; step < products[product].steps; ++step) {
+      const std::byte* a_step = a + step * kTileBytes;
+      const std::byte* b_step = b + step * kTileRows * ldb;
+      load<4>(a_step, lda);
+      load<6>(b_step, ldb);
+      dot_bf16<0, 4, 6>();
+      if constexpr (RN == 2) {
+        load<7>(b_step + kTileBytes, ldb);
+        dot_bf16<1, 4, 7>();
+      }
+      if constexpr (RM == 2) {
+        load<5>(a_step + kTileRows * lda, lda);
+        dot_bf16<2, 5, 6>();
+        if constexpr (RN == 2) dot_bf16<3, 5, 7>();
+      }
     }
   }
   store<0>(c_at(0, 0), ldc);
@@ -207,23 +219,20 @@ inline void gemm_block(const std::byte* a, std::int64_t lda, const std::byte* b,
 }
 
 template <bool Accumulate>
-inline void gemm(const std::byte* a, std::int64_t lda, const std::byte* b, std::int64_t ldb, std::int64_t k_steps,
-                 std::byte* c, std::int64_t ldc, std::int64_t m, std::int64_t n) {
+inline void gemm(const Product* products, int count, std::int64_t lda, std::int64_t ldb, std::byte* c,
+                 std::int64_t ldc, std::int64_t m, std::int64_t n) {
   for (std::int64_t i = 0; i < m; i += 2 * kTileRows) {
     const bool two_m = i + 2 * kTileRows <= m;
     for (std::int64_t j = 0; j < n; j += 2 * kTileColumns) {
       const bool two_n = j + 2 * kTileColumns <= n;
-      const std::byte* a_block = a + i * lda;
-      const std::byte* b_block = b + j * 4;
-      std::byte* c_block = c + i * ldc + j * 4;
       if (two_m && two_n) {
-        gemm_block<2, 2, Accumulate>(a_block, lda, b_block, ldb, k_steps, c_block, ldc);
+        gemm_block<2, 2, Accumulate>(products, count, lda, ldb, i, j, c, ldc);
       } else if (two_m) {
-        gemm_block<2, 1, Accumulate>(a_block, lda, b_block, ldb, k_steps, c_block, ldc);
+        gemm_block<2, 1, Accumulate>(products, count, lda, ldb, i, j, c, ldc);
       } else if (two_n) {
-        gemm_block<1, 2, Accumulate>(a_block, lda, b_block, ldb, k_steps, c_block, ldc);
+        gemm_block<1, 2, Accumulate>(products, count, lda, ldb, i, j, c, ldc);
       } else {
-        gemm_block<1, 1, Accumulate>(a_block, lda, b_block, ldb, k_steps, c_block, ldc);
+        gemm_block<1, 1, Accumulate>(products, count, lda, ldb, i, j, c, ldc);
       }
     }
   }

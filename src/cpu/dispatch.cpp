@@ -17,6 +17,7 @@ HEED_DECLARE_ISA(avx512)
 #undef HEED_DECLARE_ISA
 namespace amx {
 void run_tiled_kernel(const AttentionParams&, const plan::CpuRoute&, std::byte*);
+double matrix_chains(std::int64_t steps);
 }
 
 void run_tiled(const AttentionParams& params, const plan::CpuRoute& route, std::byte* scratch) {
@@ -46,6 +47,10 @@ double run_fma_chains(std::int64_t steps) {
     case CpuIsa::Generic: return generic::fma_chains(steps);
   }
   return 0;
+}
+
+double run_amx_chains(std::int64_t steps) {
+  return cpu_info().isa == CpuIsa::Amx ? amx::matrix_chains(steps) : 0.0;
 }
 
 }  // namespace heed::cpu

@@ -164,8 +164,10 @@ std::int64_t round_up(std::int64_t value, std::int64_t multiple) { return ceil_d
 // The AMX layout of a tiled plan, when the tiles serve it: bfloat16 inputs on an Amx CPU,
 // and the padded score tile within the cap.
 void plan_amx(CpuRoute& r, const Problem& p, const CpuInfo& cpu) {
-  if (cpu.isa != CpuIsa::Amx || p.dtype != DType::BFloat16 || p.kv_len == 0) return;
+  if (cpu.isa != CpuIsa::Amx || p.kv_len == 0) return;
+  if (p.dtype != DType::BFloat16 && p.dtype != DType::Float16) return;
   auto& amx = r.amx;
+  amx.parts = p.dtype == DType::Float16 ? 2 : 1;
   amx.rows = round_up(p.group() * r.block_q, 16);
   amx.depth = round_up(p.head_dim, 32);
   amx.columns = round_up(p.value_dim, 16);
@@ -176,13 +178,17 @@ void plan_amx(CpuRoute& r, const Problem& p, const CpuInfo& cpu) {
   amx.key_tiles = ceil_div(p.kv_len, amx.keys);
   amx.tile_bytes = static_cast<std::size_t>(checked_add(checked_mul(amx.depth / 2, amx.keys, kOp, "a packed key tile"),
                                                         checked_mul(amx.keys / 2, amx.columns, kOp, "a packed value tile"),
-                                                        kOp, "a packed tile")) * 4;
+                                                        kOp, "a packed tile")) * 4 * static_cast<std::size_t>(amx.parts);
   amx.pack_kernel_name = std::string("heed_cpu_tiled_pack_") + short_name(p.dtype);
   r.plan.max_intermediate_bytes = tile;
   r.plan.reasons.push_back(format("AMX tiles: K and V packed once into {} tiles of {} keys per (batch, key head) "
                                   "by {} [{}, {}, {}]; scores {} x {}, values {} x {} on the tiles",
                                   amx.key_tiles, amx.keys, amx.pack_kernel_name, amx.key_tiles, p.kv_heads,
                                   p.batch, amx.rows, amx.keys, amx.rows, amx.columns));
+  if (amx.parts == 2) {
+    r.plan.reasons.push_back("float16 on the tiles: q, k, v and the weights split exactly into two bfloat16 parts "
+                             "(hi + lo); three tile products per product (hi·hi + hi·lo + lo·hi)");
+  }
 }
 
 void build_tiled(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& fit) {
@@ -207,9 +213,9 @@ void build_tiled(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& f
                                            "packed tiles");
     r.amx.packed = layout.add("kv_packed", static_cast<std::size_t>(checked_mul(
                                                tiles, static_cast<std::int64_t>(amx.tile_bytes), kOp, "packed K and V")));
-    r.amx.q = layout.add("q_bf16", float_bytes(amx.rows, amx.depth / 2, "q tile"), workers);
+    r.amx.q = layout.add("q_bf16", float_bytes(amx.rows * amx.parts, amx.depth / 2, "q tile"), workers);
     r.scores = layout.add("scores", float_bytes(amx.rows, amx.keys, "score tile"), workers);
-    r.amx.p = layout.add("p_bf16", float_bytes(amx.rows, amx.keys / 2, "weight tile"), workers);
+    r.amx.p = layout.add("p_bf16", float_bytes(amx.rows * amx.parts, amx.keys / 2, "weight tile"), workers);
     r.accum = layout.add("accum", float_bytes(amx.rows, amx.columns, "accum"), workers);
     r.stats = layout.add("row_max_sum", float_bytes(rows, 2, "row stats"), workers);
     r.plan.buffers = layout.buffers();
