@@ -12,8 +12,6 @@
 #define HEED_ISA amx
 #define HEED_KERNEL_HELPERS_ONLY
 #pragma GCC diagnostic ignored "-Wunused-function"
-// GCC 12 warns on the AVX-512 intrinsics' own undefined pass-through operands.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "cpu/kernels_impl.hpp"
 
 #include <immintrin.h>

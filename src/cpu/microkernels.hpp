@@ -212,6 +212,29 @@ template <int R, typename T>
     const vec keys = load(k + d);
     for (int r = 0; r < R; ++r) acc[r] += load(q + r * head_dim + d) * keys;
   }
+#if defined(__AVX512F__)
+  if constexpr (R == 4) {
+    // The four lane sums at once: pairs of rows interleaved and added, then the four 128-bit
+    // quarters (instead of 4 × 16 dependent scalar additions per key).
+    const __m512 a0 = std::bit_cast<__m512>(acc[0]), a1 = std::bit_cast<__m512>(acc[1]);
+    const __m512 a2 = std::bit_cast<__m512>(acc[2]), a3 = std::bit_cast<__m512>(acc[3]);
+    const __m512 b01 = _mm512_add_ps(_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1));
+    const __m512 b23 = _mm512_add_ps(_mm512_unpacklo_ps(a2, a3), _mm512_unpackhi_ps(a2, a3));
+    const __m512d c0 = _mm512_castps_pd(b01), c1 = _mm512_castps_pd(b23);
+    // Each 128-bit quarter now holds partial sums of rows 0, 1, 2, 3 in order.
+    const __m512 c = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(c0, c1)), _mm512_castpd_ps(_mm512_unpackhi_pd(c0, c1)));
+    const __m256 halves = _mm256_add_ps(_mm512_castps512_ps256(c), _mm512_extractf32x8_ps(c, 1));
+    const __m128 sums = _mm_add_ps(_mm256_castps256_ps128(halves), _mm256_extractf128_ps(halves, 1));
+    alignas(16) float total[4];
+    _mm_store_ps(total, sums);
+    for (int r = 0; r < R; ++r) {
+      float sum = total[r];
+      for (std::int64_t e = d; e < head_dim; ++e) sum += q[r * head_dim + e] * to_float(k[e]);
+      s[r * lds] = sum;
+    }
+    return;
+  }
+#endif
   for (int r = 0; r < R; ++r) {
     float sum = 0.0f;
     for (int lane = 0; lane < kVectorLanes; ++lane) sum += acc[r][lane];
@@ -233,6 +256,25 @@ inline void dot_all_rows(const float* q, std::int64_t rows, std::int64_t head_di
 template <typename T>
 inline void axpy_all_rows(const float* p, std::int64_t ldp, std::int64_t rows, const T* v,
                           std::int64_t value_dim, float* acc) {
+  if (rows <= 4) {  // decode: each value vector read (and widened) once for all rows
+    float weight[4];
+    float* out[4];
+    int active = 0;  // rows with a zero weight skip the key, as below
+    for (std::int64_t row = 0; row < rows; ++row) {
+      if (p[row * ldp] == 0.0f) continue;
+      weight[active] = p[row * ldp];
+      out[active++] = acc + row * value_dim;
+    }
+    std::int64_t d = 0;
+    for (; d + kVectorLanes <= value_dim; d += kVectorLanes) {
+      const vec values = load(v + d);
+      for (int row = 0; row < active; ++row) store(out[row] + d, load(out[row] + d) + weight[row] * values);
+    }
+    for (; d < value_dim; ++d) {
+      for (int row = 0; row < active; ++row) out[row][d] += weight[row] * to_float(v[d]);
+    }
+    return;
+  }
   for (std::int64_t row = 0; row < rows; ++row) {
     const float weight = p[row * ldp];
     if (weight == 0.0f) continue;
