@@ -33,14 +33,6 @@ inline thread_local Registers registers;
 
 inline void configure() {}
 inline void release() {}
-#if defined(HEED_AMX_NOOP)
-template <int T>
-inline void zero() {}
-template <int T>
-inline void load(const void*, std::int64_t) {}
-template <int T>
-inline void store(void*, std::int64_t) {}
-#else
 template <int T>
 inline void zero() {
   std::memset(registers.tile[T], 0, sizeof(registers.tile[T]));
@@ -57,7 +49,6 @@ inline void store(void* base, std::int64_t stride) {
     std::memcpy(static_cast<unsigned char*>(base) + row * stride, registers.tile[T] + row * kTileBytes, kTileBytes);
   }
 }
-#endif
 inline float widen(std::uint16_t bits) {
   const std::uint32_t word = static_cast<std::uint32_t>(bits) << 16;
   float value;
@@ -66,9 +57,6 @@ inline float widen(std::uint16_t bits) {
 }
 template <int C, int A, int B>
 inline void dot_bf16() {
-#if defined(HEED_AMX_NOOP)
-  return;
-#endif
   float c[kTileRows][kTileColumns];
   std::uint16_t a[kTileRows][kTileDepth], b[kTileRows][2 * kTileColumns];
   std::memcpy(c, registers.tile[C], sizeof(c));
@@ -138,17 +126,11 @@ HEED_TILE(5)
 HEED_TILE(6)
 HEED_TILE(7)
 #undef HEED_TILE
-#if defined(HEED_AMX_NOOP)
-#define HEED_TILE_DOT(C, A, B) \
-  template <>                  \
-  inline void dot_bf16<C, A, B>() {}
-#else
 #define HEED_TILE_DOT(C, A, B)    \
   template <>                     \
   inline void dot_bf16<C, A, B>() { \
     _tile_dpbf16ps(C, A, B);      \
   }
-#endif
 HEED_TILE_DOT(0, 4, 6)
 HEED_TILE_DOT(1, 4, 7)
 HEED_TILE_DOT(2, 5, 6)
