@@ -101,7 +101,7 @@ class _Call:
             self.stream = _current_stream(stream_source, _framework(stream_source))
 
     def prepare(self, array: Any, name: str) -> Any:
-        if array is None:
+        if array is None and name in ("mask", "sinks"):
             return None
         if not _has_dlpack(array):
             raise TypeError(
