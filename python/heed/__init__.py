@@ -81,7 +81,7 @@ def _current_stream(array: Any, framework: str) -> int:
 
         return int(torch.cuda.current_stream(array.device).cuda_stream)
     if framework == "cupy":
-        import cupy
+        import cupy  # type: ignore[import-not-found]
 
         with array.device:
             return int(cupy.cuda.get_current_stream().ptr)
@@ -144,6 +144,7 @@ def _out_shape(q: Any, v: Any) -> Optional[Shape]:
 def _empty(like: Any, shape: Shape) -> Tuple[Any, Any]:
     """An uninitialised array of `like`'s library, dtype and device: (what to return, what heed writes)."""
     framework = _framework(like)
+    out: Any
     if framework == "numpy":
         out = np.empty(shape, dtype=like.dtype)
         return out, out
@@ -153,7 +154,7 @@ def _empty(like: Any, shape: Shape) -> Tuple[Any, Any]:
         out = torch.empty(shape, dtype=like.dtype, device=like.device)
         return out, out
     if framework == "cupy":
-        import cupy
+        import cupy  # type: ignore[import-not-found]
 
         with like.device:
             out = cupy.empty(shape, dtype=like.dtype)
@@ -185,7 +186,7 @@ class _JaxResult:
             dtype = getattr(torch, np.dtype(like.dtype).name)
             self.buffer = torch.empty(shape, dtype=dtype, device=f"cuda:{device.id}")
         elif importlib.util.find_spec("cupy") is not None:
-            import cupy
+            import cupy  # type: ignore[import-not-found]
 
             with cupy.cuda.Device(device.id):
                 self.buffer = cupy.empty(shape, dtype=like.dtype)
@@ -193,7 +194,7 @@ class _JaxResult:
             raise NotImplementedError("[heed.attention] JAX arrays on CUDA need PyTorch or CuPy to hold the result")
 
     def finish(self) -> Any:
-        import jax.numpy as jnp
+        import jax.numpy as jnp  # type: ignore[import-not-found]
 
         return jnp.from_dlpack(self.buffer)
 
@@ -289,7 +290,7 @@ def plan(
     del scale
     call = _Call("heed.plan", q)
     mask_in, sinks_in = call.prepare(mask, "mask"), call.prepare(sinks, "sinks")
-    if all(isinstance(shape, (tuple, list)) for shape in (q, k, v)):
+    if isinstance(q, (tuple, list)) and isinstance(k, (tuple, list)) and isinstance(v, (tuple, list)):
         for name, shape in (("q", q), ("k", k), ("v", v)):
             if not all(isinstance(dim, (int, np.integer)) and not isinstance(dim, bool) for dim in shape):
                 raise TypeError(f"[heed.plan] {name} shape must hold integers, got {shape!r}")
