@@ -66,6 +66,32 @@ Inputs import_inputs(const char* op, nb::handle q, nb::handle k, nb::handle v, n
   return in;
 }
 
+// The bytes [first, last) a view can touch; empty for an empty view.
+std::pair<std::uintptr_t, std::uintptr_t> byte_range(const TensorView& view) {
+  std::int64_t low = 0, high = 0;
+  for (int axis = 0; axis < view.rank(); ++axis) {
+    const std::int64_t size = view.shape[axis];
+    if (size == 0) return {0, 0};
+    const std::int64_t reach = (size - 1) * view.strides[static_cast<std::size_t>(axis)];
+    (reach < 0 ? low : high) += reach;
+  }
+  const auto item = static_cast<std::int64_t>(size_of(view.dtype));
+  const auto base = static_cast<std::int64_t>(address(view.data));
+  return {static_cast<std::uintptr_t>(base + low * item), static_cast<std::uintptr_t>(base + (high + 1) * item)};
+}
+
+// heed reads every input while it writes out, so out must not share memory with one.
+void check_no_overlap(const TensorView& out, const TensorView& input, const char* name) {
+  if (!(out.device == input.device)) return;
+  const auto [out_first, out_last] = byte_range(out);
+  const auto [first, last] = byte_range(input);
+  if (out_first < out_last && first < last && out_first < last && first < out_last) {
+    throw nb::value_error((std::string("[heed.attention] out overlaps ") + name +
+                           " in memory; heed reads the inputs while it writes out")
+                              .c_str());
+  }
+}
+
 // out = attention(q, k, v) into the caller's `out`; the GIL is released while heed runs.
 void attention_into(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle mask, nb::handle sinks,
                     std::optional<double> scale, bool causal, std::optional<std::int64_t> window,
@@ -73,6 +99,13 @@ void attention_into(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb
   constexpr const char* op = "heed.attention";
   Inputs in = import_inputs(op, q, k, v, mask, sinks, causal, window, max_score_bytes, bf16);
   ImportedArray result = import_array(out, {op, "out", true, (bf16 & kOut) != 0});
+  if (result.view.rank() == 4) {  // heed rejects other ranks, naming them
+    check_no_overlap(result.view, in.q.view, "q");
+    check_no_overlap(result.view, in.k.view, "k");
+    check_no_overlap(result.view, in.v.view, "v");
+    if (in.mask) check_no_overlap(result.view, in.mask->view, "mask");
+    if (in.sinks) check_no_overlap(result.view, in.sinks->view, "sinks");
+  }
   float scale_value = 1.0f;
   if (scale) {
     scale_value = static_cast<float>(*scale);

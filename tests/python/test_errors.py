@@ -48,6 +48,8 @@ VALUE_ERRORS = [
     ("out_float64", lambda: heed.attention(Q, K, V, out=np.empty((1, 4, 5, 16))), "out has dtype float64"),
     ("out_read_only", lambda: heed.attention(Q, K, V, out=np.broadcast_to(np.empty(16, F32), (1, 4, 5, 16))),
      "out is read-only"),
+    ("out_is_q", lambda: heed.attention(Q, K, V, out=Q), "out overlaps q"),
+    ("out_overlaps_v", lambda: heed.attention(Q[:, :2], K, V, out=V[:, :, :5]), "out overlaps v"),
     ("shape_overflow", lambda: heed.plan((1 << 40, 1 << 20, 1 << 20, 64), (1 << 40, 1, 1, 64), (1 << 40, 1, 1, 64)),
      "overflows"),
     ("negative_size", lambda: heed.plan((1, 1, -1, 64), (1, 1, 1, 64), (1, 1, 1, 64)), "negative"),
