@@ -139,3 +139,32 @@ def test_torch_invalid_inputs():
     check(lambda: heed_torch.attention(q, k, v, window=3), ValueError, "requires causal")
     check(lambda: heed.attention(q, k, v, out=torch.empty(1, 4, 5, 16, dtype=torch.float16)), ValueError,
           "out dtype")
+
+
+BAD_VALUES = [None, 1, 1.5, "x", [], {}, object(), np.array(1.0, F32), np.zeros(0, F32), np.zeros((2, 3), F32),
+              np.zeros((1, 4, 5, 16, 1), F32), np.zeros((1, 4, 5, 16), np.complex64), np.zeros((1, 4, 5, 16), np.int8),
+              np.zeros((1, 4, 5, 16), [("a", F32)]), np.zeros((1, 4, 5, 16), np.float64),
+              np.zeros((1, 4, 5, 16), np.uint16), np.zeros((1, 4, 5, 16), np.float16)[..., ::-3],
+              np.zeros((1, 4, 5, 16), bool), np.zeros((4,), np.float16), np.frombuffer(b"\0" * 64, F32)]
+
+
+# The values of BAD_VALUES that are valid for an argument: scales, a window of 1, float16 sinks of [Hq].
+VALID = [("scale", 1), ("scale", 1.5), ("window", 1), ("sinks", BAD_VALUES[-2])]
+
+
+@pytest.mark.parametrize("argument", ["q", "k", "v", "mask", "sinks", "out", "scale", "window", "max_score_bytes"])
+def test_no_crash_on_any_input(argument):
+    """Every odd value in every position raises ValueError, TypeError or NotImplementedError."""
+    for value in BAD_VALUES:
+        if value is None and argument not in ("q", "k", "v"):
+            continue  # None means "not given" there
+        if any(argument == name and value is valid for name, valid in VALID):
+            continue
+        kwargs = {"q": Q, "k": K, "v": V, "causal": True}
+        kwargs[argument] = value
+        q, k, v = kwargs.pop("q"), kwargs.pop("k"), kwargs.pop("v")
+        with pytest.raises((ValueError, TypeError, NotImplementedError)):
+            heed.attention(q, k, v, **kwargs)
+        if argument not in ("out", "scale"):  # the plan reads neither
+            with pytest.raises((ValueError, TypeError, NotImplementedError)):
+                heed.plan(q, k, v, **kwargs)
