@@ -148,8 +148,9 @@ BAD_VALUES = [None, 1, 1.5, "x", [], {}, object(), np.array(1.0, F32), np.zeros(
               np.zeros((1, 4, 5, 16), bool), np.zeros((4,), np.float16), np.frombuffer(b"\0" * 64, F32)]
 
 
-# The values of BAD_VALUES that are valid for an argument: scales, a window of 1, float16 sinks of [Hq].
-VALID = [("scale", 1), ("scale", 1.5), ("window", 1), ("sinks", BAD_VALUES[-2])]
+# The values of BAD_VALUES that are valid for an argument: scales (a 0-d array too), a window
+# of 1, float16 sinks of [Hq].
+VALID = [("scale", 1), ("scale", 1.5), ("scale", BAD_VALUES[7]), ("window", 1), ("sinks", BAD_VALUES[-2])]
 
 
 @pytest.mark.parametrize("argument", ["q", "k", "v", "mask", "sinks", "out", "scale", "window", "max_score_bytes"])
