@@ -120,6 +120,8 @@ class _Call:
                 return _dlpack_capsule(array, self.stream or 1)
         if framework == "cupy" and self.cuda and _is_cuda(array):
             return _dlpack_capsule(array, self.stream or 1)
+        if framework == "jax":
+            array.block_until_ready()  # JAX computes asynchronously; heed reads it now
         return array
 
 
@@ -196,6 +198,8 @@ class _JaxResult:
     def finish(self) -> Any:
         import jax.numpy as jnp  # type: ignore[import-not-found]
 
+        if isinstance(self.buffer, np.ndarray) and self.buffer.dtype.kind == "V":
+            return jnp.asarray(self.buffer)  # numpy's DLPack has no bfloat16: JAX copies the result
         return jnp.from_dlpack(self.buffer)
 
 
