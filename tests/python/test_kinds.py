@@ -161,3 +161,24 @@ def test_torch_custom_op_under_compile():
     torch.testing.assert_close(compiled(q, k, v, sinks), layer(q, k, v, sinks), rtol=0, atol=0)
     explanation = torch._dynamo.explain(layer)(q, k, v, sinks)
     assert explanation.graph_break_count == 0 and explanation.graph_count == 1
+
+
+# --- JAX (best effort: the test command does not install it) ---
+
+
+def test_jax_in_jax_out():
+    jax = pytest.importorskip("jax", reason="JAX is not importable here")
+    import jax.numpy as jnp
+
+    rng = np.random.default_rng(7)
+    qn, kn = random(rng, (1, 4, 5, 16), np.float32), random(rng, (1, 2, 7, 16), np.float32)
+    q, k = jnp.asarray(qn), jnp.asarray(kn)
+    result = heed.attention(q, k, k, causal=True, sinks=jnp.zeros(4))
+    assert isinstance(result, jax.Array) and result.dtype == jnp.float32
+    assert heed._heed.last_call()["q"] == q.unsafe_buffer_pointer()
+    expected = reference.attention(qn, kn, kn, 0.25, causal=True, sinks=np.zeros(4))
+    reference.assert_close(np.asarray(result), expected, "float32")
+    as_bf16 = heed.attention(q.astype(jnp.bfloat16), k.astype(jnp.bfloat16), k.astype(jnp.bfloat16))
+    assert isinstance(as_bf16, jax.Array) and as_bf16.dtype == jnp.bfloat16
+    with pytest.raises(ValueError, match="immutable"):
+        heed.attention(q, k, k, out=q)
