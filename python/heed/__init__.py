@@ -91,7 +91,7 @@ def _current_stream(array: Any, framework: str) -> int:
 class _Call:
     """One call's arrays, made ready for the C++ module without copying any of them."""
 
-    def __init__(self, op: str, q: Any, stream_source: Any = None):
+    def __init__(self, op: str, stream_source: Any = None):
         self.op = op
         self.bf16 = 0
         self.stream = 0
@@ -228,7 +228,7 @@ def attention(
     On CUDA heed runs on the caller's current stream. Errors: ValueError (invalid input),
     TypeError (not an array), MemoryError, NotImplementedError (unsupported device or dtype).
     """
-    call = _Call("heed.attention", q, stream_source=q)
+    call = _Call("heed.attention", stream_source=q)
     q_in, k_in, v_in = call.prepare(q, "q"), call.prepare(k, "k"), call.prepare(v, "v")
     mask_in, sinks_in = call.prepare(mask, "mask"), call.prepare(sinks, "sinks")
     jax_result = None
@@ -292,7 +292,7 @@ def plan(
     raises what attention would. `scale` is accepted for symmetry; no plan depends on it.
     """
     del scale
-    call = _Call("heed.plan", q)
+    call = _Call("heed.plan")
     mask_in, sinks_in = call.prepare(mask, "mask"), call.prepare(sinks, "sinks")
     if isinstance(q, (tuple, list)) and isinstance(k, (tuple, list)) and isinstance(v, (tuple, list)):
         for name, shape in (("q", q), ("k", k), ("v", v)):

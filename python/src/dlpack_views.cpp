@@ -49,7 +49,11 @@ const char* device_type_name(int device_type) {
   return "unknown";
 }
 
-std::string python_type_name(nb::handle object) { return nb::type_name(object.type()).c_str(); }
+// "numpy.ndarray", "builtins.list"
+std::string python_type_name(nb::handle object) {
+  nb::handle type = object.type();
+  return std::string(nb::str(type.attr("__module__")).c_str()) + "." + nb::str(type.attr("__qualname__")).c_str();
+}
 
 std::string prefix(const ArraySpec& spec) { return std::string("[") + spec.op + "] " + spec.name + " "; }
 
@@ -80,6 +84,22 @@ Device to_device(int device_type, int device_id, const ArraySpec& spec) {
                                           "); heed runs on cpu and cuda");
 }
 
+// An object nanobind could not import: a TypeError when it is no array, else a ValueError
+// with the producer's own reason (e.g. numpy's strides that are not whole elements).
+[[noreturn]] void not_importable(nb::handle object, const ArraySpec& spec) {
+  if (nb::hasattr(object, "__dlpack__")) {
+    std::string reason = "its DLPack export is not one heed can read";
+    try {
+      object.attr("__dlpack__")();
+    } catch (const nb::python_error& error) {
+      reason = error.what();
+    }
+    throw nb::value_error(
+        (prefix(spec) + "(" + python_type_name(object) + ") cannot be read through DLPack: " + reason).c_str());
+  }
+  throw nb::type_error((prefix(spec) + "must be an array that supports DLPack, got " + python_type_name(object)).c_str());
+}
+
 }  // namespace
 
 ImportedArray import_array(nb::handle object, const ArraySpec& spec) {
@@ -90,11 +110,11 @@ ImportedArray import_array(nb::handle object, const ArraySpec& spec) {
       if (nb::try_cast(object, imported.array, false)) {
         throw nb::value_error((prefix(spec) + "is read-only; heed writes the result into it").c_str());
       }
-      throw nb::type_error((prefix(spec) + "must be an array that supports DLPack, got " + python_type_name(object)).c_str());
+      not_importable(object, spec);
     }
     imported.array = nb::ndarray<nb::ro>(writable);
   } else if (!nb::try_cast(object, imported.array, false)) {
-    throw nb::type_error((prefix(spec) + "must be an array that supports DLPack, got " + python_type_name(object)).c_str());
+    not_importable(object, spec);
   }
 
   const nb::ndarray<nb::ro>& array = imported.array;
