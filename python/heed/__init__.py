@@ -258,10 +258,10 @@ def _dtype_name(dtype: Any) -> str:
     return name[len("torch."):] if name.startswith("torch.") else np.dtype(dtype).name
 
 
-def _device_name(device: DeviceLike) -> str:
-    """None, 'cpu', 'cuda', 'cuda:1' or a torch.device -> 'cpu' / 'cuda:N'."""
+def _device_name(device: DeviceLike, default: str = "cpu") -> str:
+    """None (-> default), 'cpu', 'cuda', 'cuda:1' or a torch.device -> 'cpu' / 'cuda:N'."""
     if device is None:
-        return "cpu"
+        return default
     if isinstance(device, str):
         return device
     kind, index = getattr(device, "type", None), getattr(device, "index", None)
@@ -288,7 +288,8 @@ def plan(
 ) -> Plan:
     """The plan heed.attention would run for these arguments: its kernel, scratch bytes and
     explanation. q, k, v are arrays (their shapes, dtype, strides and device are read) or
-    shape tuples with `dtype` (default float32) and `device` (default cpu). Invalid input
+    shape tuples with `dtype` (default float32) and `device` (default: heed's default device,
+    the CPU until a CUDA backend that can run is present). Invalid input
     raises what attention would. `scale` is accepted for symmetry; no plan depends on it.
     """
     del scale
@@ -299,7 +300,7 @@ def plan(
             if not all(isinstance(dim, (int, np.integer)) and not isinstance(dim, bool) for dim in shape):
                 raise TypeError(f"[heed.plan] {name} shape must hold integers, got {shape!r}")
         return _heed.plan_shapes([int(d) for d in q], [int(d) for d in k], [int(d) for d in v],
-                                 _dtype_name(dtype if dtype is not None else "float32"), _device_name(device),
+                                 _dtype_name(dtype if dtype is not None else "float32"), _device_name(device, "default"),
                                  mask_in, sinks_in, causal, window, max_score_bytes, call.bf16)
     if dtype is not None or device is not None:
         raise ValueError("[heed.plan] dtype and device are read from the arrays; pass them only with shapes")

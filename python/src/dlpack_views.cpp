@@ -130,6 +130,7 @@ ImportedArray import_array(nb::handle object, const ArraySpec& spec) {
 }
 
 Device parse_device(const std::string& text, const char* op) {
+  if (text == "default") return Device::default_device();
   if (text == "cpu") return Device::cpu();
   if (text == "cuda") return Device::cuda(0);
   const std::string cuda_prefix = "cuda:";

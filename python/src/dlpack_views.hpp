@@ -32,7 +32,7 @@ struct ArraySpec {
 // has no backend for.
 ImportedArray import_array(nanobind::handle object, const ArraySpec& spec);
 
-// "cpu", "cuda", "cuda:1" -> Device; ValueError otherwise.
+// "cpu", "cuda", "cuda:1", "default" (Device::default_device()) -> Device; ValueError otherwise.
 Device parse_device(const std::string& text, const char* op);
 
 }  // namespace heed::python
