@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <variant>
@@ -108,7 +109,9 @@ void attention_into(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb
   }
   float scale_value = 1.0f;
   if (scale) {
-    scale_value = static_cast<float>(*scale);
+    // Out of float's range the conversion is undefined: heed rejects infinity, naming it.
+    const bool in_range = std::isnan(*scale) || std::abs(*scale) <= std::numeric_limits<float>::max();
+    scale_value = in_range ? static_cast<float>(*scale) : std::numeric_limits<float>::infinity();
   } else if (in.q.view.rank() == 4 && in.q.view.shape[3] > 0) {
     scale_value = static_cast<float>(1.0 / std::sqrt(static_cast<double>(in.q.view.shape[3])));
   }
