@@ -172,8 +172,9 @@ def test_jax_in_jax_out():
 
     rng = np.random.default_rng(7)
     qn, kn = random(rng, (1, 4, 5, 16), np.float32), random(rng, (1, 2, 7, 16), np.float32)
-    q, k = jnp.asarray(qn), jnp.asarray(kn)
-    result = heed.attention(q, k, k, causal=True, sinks=jnp.zeros(4))
+    cpu = jax.devices("cpu")[0]  # JAX on a GPU machine would place arrays on the GPU
+    q, k, sinks = (jax.device_put(x, cpu) for x in (qn, kn, np.zeros(4, np.float32)))
+    result = heed.attention(q, k, k, causal=True, sinks=sinks)
     assert isinstance(result, jax.Array) and result.dtype == jnp.float32
     assert heed._heed.last_call()["q"] == q.unsafe_buffer_pointer()
     expected = reference.attention(qn, kn, kn, 0.25, causal=True, sinks=np.zeros(4))
