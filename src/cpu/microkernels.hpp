@@ -178,8 +178,8 @@ inline float exp_shifted(float* s, std::int64_t count, float shift) {
 // The one GEMM register block: C[R × P vectors] (=|+=) A[R × n] · B[n × P vectors], A's rows
 // lda apart (its columns contiguous), B's rows ldb apart, C's rows ldc apart. Scores are
 // Q·Kᵀ with Kᵀ stored [D × ldk]; the value update is P·V into the accumulators.
-template <int R, int P, bool Accumulate>
-[[gnu::always_inline]] inline void gemm_block(const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+template <int R, int P, bool Accumulate, typename T>
+[[gnu::always_inline]] inline void gemm_block(const float* a, std::int64_t lda, const T* b, std::int64_t ldb,
                                               std::int64_t n, float* c, std::int64_t ldc) {
   vec sum[R][P];
   for (int r = 0; r < R; ++r) {
@@ -314,36 +314,38 @@ inline void scores_tile(const float* q, std::int64_t rows, std::int64_t head_dim
 }
 
 // The same for one value column (the tail when Dv is not a multiple of 16).
-template <int R>
+template <int R, typename T>
 [[gnu::always_inline]] inline void value_column(const float* p, std::int64_t ldp, std::int64_t count,
-                                                const float* v, std::int64_t ldv, float* acc, std::int64_t lda) {
+                                                const T* v, std::int64_t ldv, float* acc, std::int64_t lda) {
   for (int r = 0; r < R; ++r) {
     float sum = acc[r * lda];
-    for (std::int64_t j = 0; j < count; ++j) sum += p[r * ldp + j] * v[j * ldv];
+    for (std::int64_t j = 0; j < count; ++j) sum += p[r * ldp + j] * to_float(v[j * ldv]);
     acc[r * lda] = sum;
   }
 }
 
 // R rows of the accumulator: wide column blocks, 16-column blocks, then single columns.
-template <int R>
-inline void value_rows(const float* p, std::int64_t ldp, std::int64_t count, const float* v, std::int64_t value_dim,
-                       float* acc) {
+template <int R, typename T>
+inline void value_rows(const float* p, std::int64_t ldp, std::int64_t count, const T* v, std::int64_t ldv,
+                       std::int64_t value_dim, float* acc) {
   constexpr std::int64_t kWideColumns = kWide * kVectorLanes;
   std::int64_t column = 0;
   for (; column + kWideColumns <= value_dim; column += kWideColumns) {
-    gemm_block<R, kWide, true>(p, ldp, v + column, value_dim, count, acc + column, value_dim);
+    gemm_block<R, kWide, true>(p, ldp, v + column, ldv, count, acc + column, value_dim);
   }
   for (; column + kValueBlock <= value_dim; column += kValueBlock) {
-    gemm_block<R, kParts, true>(p, ldp, v + column, value_dim, count, acc + column, value_dim);
+    gemm_block<R, kParts, true>(p, ldp, v + column, ldv, count, acc + column, value_dim);
   }
-  for (; column < value_dim; ++column) value_column<R>(p, ldp, count, v + column, value_dim, acc + column, value_dim);
+  for (; column < value_dim; ++column) value_column<R>(p, ldp, count, v + column, ldv, acc + column, value_dim);
 }
 
-// ACC[rows × Dv] += P[rows × count] (row stride ldp) · V[count × Dv].
+// ACC[rows × Dv] += P[rows × count] (row stride ldp) · V[count × Dv] (rows ldv apart, float32,
+// bfloat16 or float16 widened in registers).
+template <typename T>
 inline void accumulate_values(const float* p, std::int64_t ldp, std::int64_t rows, std::int64_t count,
-                              const float* v, std::int64_t value_dim, float* acc) {
+                              const T* v, std::int64_t ldv, std::int64_t value_dim, float* acc) {
   for_row_blocks(rows, [&]<int R>(std::int64_t row) {
-    value_rows<R>(p + row * ldp, ldp, count, v, value_dim, acc + row * value_dim);
+    value_rows<R>(p + row * ldp, ldp, count, v, ldv, value_dim, acc + row * value_dim);
   });
 }
 
