@@ -82,13 +82,17 @@ void start_row(const AttentionParams& p, const Workspace& t, std::int64_t b, std
   for (std::int64_t d = 0; d < p.value_dim; ++d) acc[d] = 0.0f;
 }
 
-// Loads keys [key, key + count) of (b, kv_head) as Kᵀ [D × ldk] (zero-padded) and V rows.
+// float32 value rows with a contiguous last dimension are multiplied where they are.
+bool values_in_place(const AttentionParams& p) { return p.dtype == DType::Float32 && p.v_strides[3] == 1; }
+
+// Loads keys [key, key + count) of (b, kv_head) as Kᵀ [D × ldk] (zero-padded) and, unless they
+// are used in place, V rows.
 void load_key_tile(const AttentionParams& p, const Workspace& t, std::int64_t b, std::int64_t kv_head,
                    std::int64_t key, std::int64_t count, std::int64_t ldk) {
   const std::int64_t D = p.head_dim, Dv = p.value_dim;
   const std::int64_t k_base = b * p.k_strides[0] + kv_head * p.k_strides[1];
   const std::int64_t v_base = b * p.v_strides[0] + kv_head * p.v_strides[1];
-  for (std::int64_t v_row = 0; v_row < count; ++v_row) {
+  for (std::int64_t v_row = 0; v_row < count && !values_in_place(p); ++v_row) {
     widen_row(p.v, p.dtype, v_base + (key + v_row) * p.v_strides[2], p.v_strides[3], Dv, t.v + v_row * Dv);
   }
   // Kᵀ in blocks of 16 keys: 16 rows converted into L1, then written 16 contiguous floats at
@@ -101,7 +105,13 @@ void load_key_tile(const AttentionParams& p, const Workspace& t, std::int64_t b,
     for (std::int64_t j = rows; j < kKeyLanes; ++j) {
       for (std::int64_t d = 0; d < D; ++d) t.k_row[j * D + d] = 0.0f;
     }
-    for (std::int64_t d = 0; d < D; ++d) {
+    std::int64_t d = 0;
+#if defined(__AVX512F__)
+    for (; d + kKeyLanes <= D; d += kKeyLanes) {  // 16 × 16 at a time through the shuffle network
+      microkernel::transpose16(t.k_row + d, D, t.k_t + d * ldk + first, ldk);
+    }
+#endif
+    for (; d < D; ++d) {
       float* column = t.k_t + d * ldk + first;
       for (std::int64_t j = 0; j < kKeyLanes; ++j) column[j] = t.k_row[j * D + d];
     }
@@ -203,7 +213,13 @@ void fold_key_tile(const AttentionParams& p, const Workspace& t, std::int64_t b,
   microkernel::scores_tile(t.q, rows, p.head_dim, t.k_t, ldk, t.scores);
   bool any = false;
   for (std::int64_t row = 0; row < rows; ++row) any |= softmax_step(p, t, b, row, row_of(row), key, count, ldk);
-  if (any) microkernel::accumulate_values(t.scores, ldk, rows, count, t.v, p.value_dim, p.value_dim, t.accum);
+  if (!any) return;
+  if (values_in_place(p)) {
+    const std::int64_t first = b * p.v_strides[0] + kv_head * p.v_strides[1] + key * p.v_strides[2];
+    return microkernel::accumulate_values(t.scores, ldk, rows, count, static_cast<const float*>(p.v) + first,
+                                          p.v_strides[2], p.value_dim, t.accum);
+  }
+  microkernel::accumulate_values(t.scores, ldk, rows, count, t.v, p.value_dim, p.value_dim, t.accum);
 }
 
 void store_out(const AttentionParams& p, std::int64_t b, RowAt at, const float* values) {

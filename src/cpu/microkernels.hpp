@@ -143,6 +143,38 @@ inline void widen_row(const T* src, std::int64_t count, float* dst) {
   for (; e < count; ++e) dst[e] = to_float(src[e]);
 }
 
+#if defined(__AVX512F__)
+// dst[c * ldd + r] = src[r * lds + c] for a 16 × 16 block of floats: unpacks within 128-bit
+// lanes, then the lanes gathered across groups of four rows.
+inline void transpose16(const float* src, std::int64_t lds, float* dst, std::int64_t ldd) {
+  __m512 rows[16], t[16];
+  for (int r = 0; r < 16; ++r) rows[r] = _mm512_loadu_ps(src + r * lds);
+  for (int r = 0; r < 16; r += 2) {
+    t[r] = _mm512_unpacklo_ps(rows[r], rows[r + 1]);
+    t[r + 1] = _mm512_unpackhi_ps(rows[r], rows[r + 1]);
+  }
+  for (int r = 0; r < 16; r += 4) {
+    const __m512d a = _mm512_castps_pd(t[r]), b = _mm512_castps_pd(t[r + 1]);
+    const __m512d c = _mm512_castps_pd(t[r + 2]), d = _mm512_castps_pd(t[r + 3]);
+    rows[r] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    rows[r + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    rows[r + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    rows[r + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  // rows[4q + k], 128-bit lane L: column 4L + k of rows 4q .. 4q + 3.
+  for (int k = 0; k < 4; ++k) {
+    const __m512 a = _mm512_shuffle_f32x4(rows[k], rows[4 + k], 0x88);
+    const __m512 b = _mm512_shuffle_f32x4(rows[k], rows[4 + k], 0xdd);
+    const __m512 c = _mm512_shuffle_f32x4(rows[8 + k], rows[12 + k], 0x88);
+    const __m512 d = _mm512_shuffle_f32x4(rows[8 + k], rows[12 + k], 0xdd);
+    _mm512_storeu_ps(dst + k * ldd, _mm512_shuffle_f32x4(a, c, 0x88));
+    _mm512_storeu_ps(dst + (8 + k) * ldd, _mm512_shuffle_f32x4(a, c, 0xdd));
+    _mm512_storeu_ps(dst + (4 + k) * ldd, _mm512_shuffle_f32x4(b, d, 0x88));
+    _mm512_storeu_ps(dst + (12 + k) * ldd, _mm512_shuffle_f32x4(b, d, 0xdd));
+  }
+}
+#endif
+
 // The largest of s[0..count).
 inline float max_of(const float* s, std::int64_t count) {
   vec best = vec{} - __builtin_inff();
