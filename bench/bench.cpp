@@ -317,8 +317,12 @@ Result run_case(const cases::Case& c, const Options& options) {
   result.kernel_name = plan.kernel_name;
   result.workers = plan.workers;
   result.scratch_bytes = plan.scratch_bytes;
-  result.on_amx = std::any_of(plan.reasons.begin(), plan.reasons.end(),
-                              [](const std::string& reason) { return reason.rfind("AMX tiles", 0) == 0; });
+  const auto says = [&](const char* prefix) {
+    return std::any_of(plan.reasons.begin(), plan.reasons.end(),
+                       [&](const std::string& reason) { return reason.rfind(prefix, 0) == 0; });
+  };
+  result.on_amx = says("AMX tiles");
+  result.on_dot_bf16 = says("AVX512-BF16 dot products");
   Buffer heed_out = allocate(c.dtype, Shape{c.batch, c.q_heads, c.q_len, c.value_dim});
   result.median_ms = median_ms(options.reps, [&] {
     attention(inputs.q.view, inputs.k.view, inputs.v.view, heed_out.view, inputs.scale,
@@ -334,6 +338,8 @@ Result run_case(const cases::Case& c, const Options& options) {
 std::string describe_ceilings(const CpuCeilings& c) {
   return "ceilings: " + std::to_string(c.threads) + " threads, " + c.isa +
          format(" kernels, float32 FMA peak %.1f GFLOP/s, ", c.fma_gflops) +
+         (c.dot_bf16_gflops > 0 ? format("bfloat16 dot-product peak %.1f GFLOP/s, ", c.dot_bf16_gflops)
+                                : std::string()) +
          (c.amx_gflops > 0 ? format("bfloat16 AMX peak %.1f GFLOP/s, ", c.amx_gflops) : std::string()) +
          format("copy %.1f GB/s (read + write)", c.copy_gbytes);
 }
@@ -390,7 +396,11 @@ std::string to_json(const Result& r) {
        << json_number(r.ceilings ? std::optional(r.ceilings->copy_gbytes) : std::nullopt)
        << ", \"amx_peak_gflops\": "
        << json_number(r.ceilings && r.ceilings->amx_gflops > 0 ? std::optional(r.ceilings->amx_gflops) : std::nullopt)
+       << ", \"dot_bf16_peak_gflops\": "
+       << json_number(r.ceilings && r.ceilings->dot_bf16_gflops > 0 ? std::optional(r.ceilings->dot_bf16_gflops)
+                                                                   : std::nullopt)
        << ", \"on_amx\": " << (r.on_amx ? "true" : "false")
+       << ", \"on_dot_bf16\": " << (r.on_dot_bf16 ? "true" : "false")
        << ", \"roofline_fraction\": " << json_number(r.roofline) << "}";
   return json.str();
 }
@@ -409,10 +419,11 @@ void run_suite(const std::vector<cases::Case>& suite, const Options& options, bo
     try {
       Result result = run_case(suite[i], options);
       result.ceilings = ceilings;
-      // Matrix work on the AMX tiles is measured against their bfloat16 rate (a float16 product
-      // takes three tile products there), everything else against the FMA peak.
+      // Matrix work on the AMX tiles or AVX512-BF16 dot products is measured against their own
+      // bfloat16 rate (a float16 product takes three tile products), the rest against the FMA peak.
       result.roofline = result.c.memory_bound() ? result.gbytes / ceilings.copy_gbytes
                         : result.on_amx         ? result.gflops / ceilings.amx_gflops
+                        : result.on_dot_bf16    ? result.gflops / ceilings.dot_bf16_gflops
                                                 : result.gflops / ceilings.fma_gflops;
       out << (json ? to_json(result) + separator : table_row(result)) << std::endl;
     } catch (const Error& error) {

@@ -100,10 +100,12 @@ def main():
     print(f"# {len(cores)} threads pinned to CPUs {cores}, PyTorch {torch.__version__}, median of {args.reps}")
     if records and "peak_gflops" in records[0]:
         amx = records[0].get("amx_peak_gflops")
-        amx_text = f"bfloat16 AMX peak {amx:.1f} GFLOP/s, " if amx else ""
+        dot = records[0].get("dot_bf16_peak_gflops")
+        amx_text = (f"bfloat16 dot-product peak {dot:.1f} GFLOP/s, " if dot else "") + \
+                   (f"bfloat16 AMX peak {amx:.1f} GFLOP/s, " if amx else "")
         print(f"# heed's ceilings in the same run: float32 FMA peak {records[0]['peak_gflops']:.1f} GFLOP/s, "
-              f"{amx_text}copy {records[0]['copy_gbytes_per_s']:.1f} GB/s ('of peak': of the AMX peak for "
-              f"cases on the tiles, else of the FMA peak or the copy bandwidth)")
+              f"{amx_text}copy {records[0]['copy_gbytes_per_s']:.1f} GB/s ('of peak': of the bfloat16 peak "
+              f"of the unit a case runs on, else of the FMA peak or the copy bandwidth)")
     print(f"{'case':24s} {'heed ms':>10s} {'torch ms':>10s} {'torch/heed':>10s} {'heed rate':>16s} {'of peak':>8s} "
           f"{'torch rate':>16s}  note")
     for record in records:

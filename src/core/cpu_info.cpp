@@ -89,7 +89,8 @@ CpuIsa best_isa() {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
-    return amx_usable() ? CpuIsa::Amx : CpuIsa::Avx512;
+    if (amx_usable()) return CpuIsa::Amx;
+    return __builtin_cpu_supports("avx512bf16") ? CpuIsa::Avx512Bf16 : CpuIsa::Avx512;
   }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return CpuIsa::Avx2;
 #endif
@@ -100,7 +101,7 @@ CpuIsa chosen_isa() {
   const CpuIsa best = best_isa();
   const char* value = std::getenv("HEED_CPU_ISA");
   if (value == nullptr) return best;
-  for (CpuIsa isa : {CpuIsa::Generic, CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Amx}) {
+  for (CpuIsa isa : {CpuIsa::Generic, CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Avx512Bf16, CpuIsa::Amx}) {
     if (std::string(value) == to_string(isa)) return isa < best ? isa : best;
   }
   return best;
@@ -113,6 +114,7 @@ const char* to_string(CpuIsa isa) {
     case CpuIsa::Generic: return "generic";
     case CpuIsa::Avx2: return "avx2";
     case CpuIsa::Avx512: return "avx512";
+    case CpuIsa::Avx512Bf16: return "avx512bf16";
     case CpuIsa::Amx: return "amx";
   }
   return "unknown";

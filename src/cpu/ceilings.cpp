@@ -67,10 +67,11 @@ CpuCeilings measure_cpu_ceilings() {
   for (int repeat = 0; repeat < kFmaRepeats; ++repeat) {
     ceilings.fma_gflops = std::max(ceilings.fma_gflops, measure_rate(cpu.threads, cpu::run_fma_chains));
   }
-  if (cpu.isa == CpuIsa::Amx) {
-    for (int repeat = 0; repeat < kFmaRepeats; ++repeat) {
-      ceilings.amx_gflops = std::max(ceilings.amx_gflops, measure_rate(cpu.threads, cpu::run_amx_chains));
-    }
+  for (int repeat = 0; repeat < kFmaRepeats && cpu.isa >= CpuIsa::Avx512Bf16; ++repeat) {
+    ceilings.dot_bf16_gflops = std::max(ceilings.dot_bf16_gflops, measure_rate(cpu.threads, cpu::run_dot_bf16_chains));
+  }
+  for (int repeat = 0; repeat < kFmaRepeats && cpu.isa == CpuIsa::Amx; ++repeat) {
+    ceilings.amx_gflops = std::max(ceilings.amx_gflops, measure_rate(cpu.threads, cpu::run_amx_chains));
   }
   ceilings.copy_gbytes = measure_copy(cpu.threads);
   return ceilings;

@@ -17,6 +17,8 @@ double run_fma_chains(std::int64_t steps);
 // bfloat16 products on the AMX tiles, `steps` × 4 of them; returns the FLOPs done (0 where
 // cpu_info().isa is not Amx).
 double run_amx_chains(std::int64_t steps);
+// bfloat16 dot products (vdpbf16ps), `steps` × 24 of them; the FLOPs done (0 below Avx512Bf16).
+double run_dot_bf16_chains(std::int64_t steps);
 // BLAS composition (Composed and ComposedBlocks).
 void run_composed(const AttentionParams& params, const plan::CpuRoute& route, std::byte* scratch);
 

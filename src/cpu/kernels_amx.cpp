@@ -1,4 +1,5 @@
-// The tiled route for bfloat16 and float16 inputs on AMX tiles. Two passes:
+// The tiled route for bfloat16 and float16 inputs on AMX tiles, or for bfloat16 inputs on
+// AVX512-BF16 dot products where there are no tiles (same layouts). Two passes:
 //   pack:  K and V of every (batch, key head) into tile order, once per call (each key tile
 //          is then read by every query block without being converted again);
 //   tiled: per (batch, key head, block of query positions), the same online softmax as the
@@ -19,6 +20,7 @@
 #include <array>
 #include <bit>
 #include <cstring>
+#include <optional>
 
 #include "cpu/amx_tiles.hpp"
 
@@ -154,6 +156,57 @@ bool softmax_to_bf16(const AttentionParams& p, const Workspace& t, std::int64_t 
     for (std::int64_t d = 0; d < columns; d += 16) _mm512_storeu_ps(acc + d, _mm512_mul_ps(_mm512_loadu_ps(acc + d), factor));
   }
   return true;
+}
+
+// The same products as amx::gemm (same operand layouts) on AVX512-BF16 dot products, for CPUs
+// without tiles: a register block of R rows × P vectors of 16 columns; each vdpbf16ps adds a
+// broadcast pair of A (two k) times 16 pairs of B.
+template <int R, int P, bool Accumulate>
+[[gnu::always_inline]] inline void dot_block(const amx::Product* products, int count, std::int64_t lda,
+                                             std::int64_t ldb, std::int64_t i, std::int64_t j, std::byte* c,
+                                             std::int64_t ldc) {
+  __m512 acc[R][P];
+  for (int r = 0; r < R; ++r) {
+    for (int q = 0; q < P; ++q) {
+      acc[r][q] = Accumulate ? _mm512_loadu_ps(reinterpret_cast<const float*>(c + (i + r) * ldc + (j + 16 * q) * 4))
+                             : _mm512_setzero_ps();
+    }
+  }
+  for (int product = 0; product < count; ++product) {
+    const std::byte* a = products[product].a + i * lda;
+    const std::byte* b = products[product].b + j * 4;
+    const std::int64_t pairs = products[product].steps * amx::kTileDepth / 2;
+    for (std::int64_t k = 0; k < pairs; ++k) {
+      __m512bh columns[P];
+      for (int q = 0; q < P; ++q) columns[q] = std::bit_cast<__m512bh>(_mm512_loadu_si512(b + k * ldb + q * 64));
+      for (int r = 0; r < R; ++r) {
+        std::int32_t word;
+        std::memcpy(&word, a + r * lda + k * 4, sizeof(word));
+        const __m512bh pair = std::bit_cast<__m512bh>(_mm512_set1_epi32(word));
+        for (int q = 0; q < P; ++q) acc[r][q] = _mm512_dpbf16_ps(acc[r][q], pair, columns[q]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int q = 0; q < P; ++q) _mm512_storeu_ps(reinterpret_cast<float*>(c + (i + r) * ldc + (j + 16 * q) * 4), acc[r][q]);
+  }
+}
+
+template <bool Accumulate>
+void dot_gemm(const amx::Product* products, int count, std::int64_t lda, std::int64_t ldb, std::byte* c,
+              std::int64_t ldc, std::int64_t m, std::int64_t n) {
+  for (std::int64_t i = 0; i < m; i += 8) {  // m is a multiple of 16
+    std::int64_t j = 0;
+    for (; j + 32 <= n; j += 32) dot_block<8, 2, Accumulate>(products, count, lda, ldb, i, j, c, ldc);
+    for (; j < n; j += 16) dot_block<8, 1, Accumulate>(products, count, lda, ldb, i, j, c, ldc);
+  }
+}
+
+template <bool Accumulate>
+void product(bool tiles, const amx::Product* products, int count, std::int64_t lda, std::int64_t ldb, std::byte* c,
+             std::int64_t ldc, std::int64_t m, std::int64_t n) {
+  if (tiles) return amx::gemm<Accumulate>(products, count, lda, ldb, c, ldc, m, n);
+  dot_gemm<Accumulate>(products, count, lda, ldb, c, ldc, m, n);
 }
 
 struct Packed {
@@ -292,7 +345,8 @@ void tiled_task(const AttentionParams& p, const plan::CpuRoute& r, const Packed&
   // Only the packed tiles holding keys some row can see.
   const std::int64_t key_begin = p.keys_for_row(rows.first).begin;
   const std::int64_t key_end = p.keys_for_row(rows.first + rows.count - 1).end;
-  const amx::Tiles tiles;
+  std::optional<amx::Tiles> tiles;
+  if (amx.tiles) tiles.emplace();
   for (std::int64_t tile = key_begin / amx.keys; key_begin < key_end && tile * amx.keys < key_end; ++tile) {
     const std::int64_t key = tile * amx.keys;
     const std::int64_t count = std::min(amx.keys, p.kv_len - key);
@@ -302,7 +356,7 @@ void tiled_task(const AttentionParams& p, const plan::CpuRoute& r, const Packed&
     const amx::Product scores[] = {{bytes(task.q), bytes(k_hi), k_steps},
                                    {bytes(task.q), bytes(k_lo), k_steps},
                                    {bytes(q_lo), bytes(k_hi), k_steps}};
-    amx::gemm<false>(scores, amx.parts == 2 ? 3 : 1, amx.depth * 2, amx.keys * 4, reinterpret_cast<std::byte*>(task.s),
+    product<false>(amx.tiles, scores, amx.parts == 2 ? 3 : 1, amx.depth * 2, amx.keys * 4, reinterpret_cast<std::byte*>(task.s),
                      amx.keys * 4, amx.rows, round_up(count, amx::kTileColumns));
     const std::int64_t depth = round_up(count, amx::kTileDepth);  // keys the value product reads
     bool any = false;
@@ -318,7 +372,7 @@ void tiled_task(const AttentionParams& p, const plan::CpuRoute& r, const Packed&
     const amx::Product values[] = {{bytes(task.w), bytes(v_hi), v_steps},
                                    {bytes(task.w), bytes(v_lo), v_steps},
                                    {bytes(w_lo), bytes(v_hi), v_steps}};
-    amx::gemm<true>(values, amx.parts == 2 ? 3 : 1, amx.keys * 2, amx.columns * 4,
+    product<true>(amx.tiles, values, amx.parts == 2 ? 3 : 1, amx.keys * 2, amx.columns * 4,
                     reinterpret_cast<std::byte*>(task.t.accum), amx.columns * 4, amx.rows, amx.columns);
   }
   auto* out = static_cast<Bits*>(p.out);
@@ -396,6 +450,25 @@ double matrix_chains(std::int64_t steps) {
   volatile float keep = sink[0];
   (void)keep;
   return static_cast<double>(steps) * 4 * amx::kTileRows * amx::kTileColumns * amx::kTileDepth * 2;
+}
+
+// Independent vdpbf16ps chains: the CPU's own bfloat16 dot-product rate.
+double dot_chains(std::int64_t steps) {
+  constexpr int kChains = 24;
+  __m512 acc[kChains];
+  for (int chain = 0; chain < kChains; ++chain) acc[chain] = _mm512_set1_ps(1e-3f * static_cast<float>(chain));
+  const __m512bh a = std::bit_cast<__m512bh>(_mm512_set1_epi32(0x3f003f01));
+  const __m512bh b = std::bit_cast<__m512bh>(_mm512_set1_epi32(0x3f013f00));
+  for (std::int64_t step = 0; step < steps; ++step) {
+    for (int chain = 0; chain < kChains; ++chain) acc[chain] = _mm512_dpbf16_ps(acc[chain], a, b);
+  }
+  __m512 sum = acc[0];
+  for (int chain = 1; chain < kChains; ++chain) sum = _mm512_add_ps(sum, acc[chain]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, sum);
+  volatile float keep = lanes[0];
+  (void)keep;
+  return static_cast<double>(steps) * kChains * 16 * 2 * 2;
 }
 
 }  // namespace HEED_ISA

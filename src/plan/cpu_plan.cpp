@@ -164,9 +164,11 @@ std::int64_t round_up(std::int64_t value, std::int64_t multiple) { return ceil_d
 // The AMX layout of a tiled plan, when the tiles serve it: bfloat16 inputs on an Amx CPU,
 // and the padded score tile within the cap.
 void plan_amx(CpuRoute& r, const Problem& p, const CpuInfo& cpu) {
-  if (cpu.isa != CpuIsa::Amx || p.kv_len == 0) return;
-  if (p.dtype != DType::BFloat16 && p.dtype != DType::Float16) return;
+  if (cpu.isa < CpuIsa::Avx512Bf16 || p.kv_len == 0) return;
+  // float16 takes three bfloat16 products: a gain on the tiles, a loss on dot products.
+  if (p.dtype != DType::BFloat16 && !(p.dtype == DType::Float16 && cpu.isa == CpuIsa::Amx)) return;
   auto& amx = r.amx;
+  amx.tiles = cpu.isa == CpuIsa::Amx;
   amx.parts = p.dtype == DType::Float16 ? 2 : 1;
   amx.rows = round_up(p.group() * r.block_q, 16);
   amx.depth = round_up(p.head_dim, 32);
@@ -181,10 +183,11 @@ void plan_amx(CpuRoute& r, const Problem& p, const CpuInfo& cpu) {
                                                         kOp, "a packed tile")) * 4 * static_cast<std::size_t>(amx.parts);
   amx.pack_kernel_name = std::string("heed_cpu_tiled_pack_") + short_name(p.dtype);
   r.plan.max_intermediate_bytes = tile;
-  r.plan.reasons.push_back(format("AMX tiles: K and V packed once into {} tiles of {} keys per (batch, key head) "
-                                  "by {} [{}, {}, {}]; scores {} x {}, values {} x {} on the tiles",
-                                  amx.key_tiles, amx.keys, amx.pack_kernel_name, amx.key_tiles, p.kv_heads,
-                                  p.batch, amx.rows, amx.keys, amx.rows, amx.columns));
+  r.plan.reasons.push_back(format("{}: K and V packed once into {} tiles of {} keys per (batch, key head) "
+                                  "by {} [{}, {}, {}]; scores {} x {}, values {} x {} in bfloat16 products",
+                                  amx.tiles ? "AMX tiles" : "AVX512-BF16 dot products", amx.key_tiles, amx.keys,
+                                  amx.pack_kernel_name, amx.key_tiles, p.kv_heads, p.batch, amx.rows, amx.keys,
+                                  amx.rows, amx.columns));
   if (amx.parts == 2) {
     r.plan.reasons.push_back("float16 on the tiles: q, k, v and the weights split exactly into two bfloat16 parts "
                              "(hi + lo); three tile products per product (hi·hi + hi·lo + lo·hi)");
@@ -388,9 +391,9 @@ CpuRoute plan_cpu(const Problem& p) {
   }
   reasons.push_back(format("workers: {} of {} threads; {} kernels", r.plan.workers, cpu.threads,
                            pick == Pick::Composed ? "BLAS"
-                           : r.amx.on             ? "amx"
-                           : cpu.isa == CpuIsa::Amx ? "avx512"
-                                                    : to_string(cpu.isa)));
+                           : r.amx.on             ? to_string(cpu.isa)
+                           : cpu.isa > CpuIsa::Avx512 ? "avx512"
+                                                      : to_string(cpu.isa)));
   reasons.push_back(format("scratch: {} bytes in {} buffers; largest score intermediate {} bytes",
                            r.plan.scratch_bytes, r.plan.buffers.size(), r.plan.max_intermediate_bytes));
   return r;

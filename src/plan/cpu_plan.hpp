@@ -33,10 +33,13 @@ struct CpuRoute {
   Region partials;  // vector, two passes: [tasks][rows][Dv + 2]
   Region packed_kv_id;  // composed with packing: which (batch, key head) each worker holds
 
-  // Tiled on AMX tiles (bfloat16 and float16 inputs where cpu_info().isa is Amx): K and V
-  // packed once into tile order by a first pass, then the tiled tasks multiply on the tiles.
+  // Tiled on bfloat16 matrix units: the AMX tiles (bfloat16 and float16 inputs where
+  // cpu_info().isa is Amx) or AVX512-BF16 dot products (bfloat16 inputs where it is
+  // Avx512Bf16). K and V are packed once into tile order by a first pass; then the tiled
+  // tasks multiply on the units.
   struct Amx {
     bool on = false;
+    bool tiles = false;          // AMX tiles; false: vdpbf16ps on the same packed layout
     std::int64_t parts = 1;      // bfloat16 parts per value: 1 (bfloat16), 2 (float16 = hi + lo)
     std::int64_t rows = 0;       // group × block_q rounded up to 16 (a tile's rows)
     std::int64_t depth = 0;      // D rounded up to 32 (a tile's bfloat16 depth)
