@@ -8,7 +8,8 @@
 //          operand x is split exactly into two bfloat16 parts x = hi + lo (a float16 has 11
 //          significant bits), and each product takes three tile products, hi·hi + hi·lo +
 //          lo·hi (lo·lo is below 2^-16 of it); P is split the same way (16 bits of it kept).
-// Compiled for AVX-512 plus AMX; the dispatch point runs it only where cpu_info().isa is Amx.
+// Compiled for AVX-512 with AVX512-BF16 and AMX; the dispatch point runs it only for plans made
+// where cpu_info().isa is Amx (tiles) or Avx512Bf16 (dot products).
 
 #define HEED_ISA amx
 #define HEED_KERNEL_HELPERS_ONLY
