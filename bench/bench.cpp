@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -411,6 +412,7 @@ void run_suite(const std::vector<cases::Case>& suite, const Options& options, bo
   const CpuCeilings ceilings = measure_cpu_ceilings();
   if (!json) out << describe_ceilings(ceilings) << std::endl;
   out << (json ? "[" : table_header()) << std::endl;
+  std::vector<std::string> records;  // for options.records_path
   std::size_t failed = 0;
   std::string first_error;
   ErrorKind first_kind = ErrorKind::Internal;
@@ -426,6 +428,7 @@ void run_suite(const std::vector<cases::Case>& suite, const Options& options, bo
                         : result.on_dot_bf16    ? result.gflops / ceilings.dot_bf16_gflops
                                                 : result.gflops / ceilings.fma_gflops;
       out << (json ? to_json(result) + separator : table_row(result)) << std::endl;
+      if (!options.records_path.empty()) records.push_back(to_json(result));
     } catch (const Error& error) {
       // One failing case must not hide the others, nor leave the JSON array open.
       ++failed;
@@ -442,6 +445,12 @@ void run_suite(const std::vector<cases::Case>& suite, const Options& options, bo
     }
   }
   if (json) out << "]" << std::endl;
+  if (!options.records_path.empty()) {
+    std::ofstream file(options.records_path);
+    file << "[";
+    for (std::size_t i = 0; i < records.size(); ++i) file << (i > 0 ? ",\n" : "\n") << records[i];
+    file << "\n]\n";
+  }
   if (failed > 0) {
     throw Error(first_kind, "[heed::bench] " + std::to_string(failed) + " of " +
                                 std::to_string(suite.size()) +

@@ -8,6 +8,7 @@ Lq == Lk, where it equals heed's bottom-right rule. A sliding window becomes a b
 for PyTorch; sinks have no SDPA equivalent, so such cases are timed without them and marked.
 
   python3 bench/torch_compare.py --heed build/release/bin/heed [--threads N] [--case NAME]... [--reps N]
+  python3 bench/torch_compare.py --records heed.json ...   (records written by `heed bench`)
 """
 
 import argparse
@@ -19,7 +20,11 @@ import sys
 import time
 
 
-def heed_records(heed, threads, names, reps):
+def heed_records(heed, threads, names, reps, records_path=None):
+    if records_path:
+        with open(records_path) as f:
+            records = json.load(f)
+        return [r for r in records if not names or r["name"] in names]
     command = [heed, "bench", "--json", "--reps", str(reps)]
     for name in names:
         command += ["--case", name]
@@ -82,7 +87,8 @@ def distinct_cores(count):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--heed", required=True, help="path to the heed binary")
+    parser.add_argument("--heed", help="path to the heed binary (runs `heed bench --json`)")
+    parser.add_argument("--records", help="heed's records already measured (heed bench writes them)")
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--case", action="append", default=[])
     parser.add_argument("--reps", type=int, default=3)
@@ -96,7 +102,9 @@ def main():
     cores = distinct_cores(args.threads)
     os.sched_setaffinity(0, cores)
     torch.set_num_threads(len(cores))
-    records = heed_records(args.heed, args.threads, args.case, args.reps)
+    if not args.heed and not args.records:
+        parser.error("give --heed or --records")
+    records = heed_records(args.heed, args.threads, args.case, args.reps, args.records)
     print(f"# {len(cores)} threads pinned to CPUs {cores}, PyTorch {torch.__version__}, median of {args.reps}")
     if records and "peak_gflops" in records[0]:
         amx = records[0].get("amx_peak_gflops")

@@ -490,5 +490,18 @@ TEST_F(HeedTool, BenchPrintsJsonForANamedCase) {
   EXPECT_EQ(cases.items[1].find("memory_bound")->boolean, true);
 }
 
+TEST_F(HeedTool, BenchComparesWithPyTorchUnlessToldNot) {
+  // Either PyTorch runs beside heed, or the table says why it does not: never silence.
+  const CommandResult table = heed({"bench", "--case", "bge-small", "--reps", "1", "--max-len", "16"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  const bool compared = table.out.find("PyTorch's scaled_dot_product_attention") != std::string::npos;
+  const bool explained = table.out.find("PyTorch: ") != std::string::npos;
+  EXPECT_TRUE(compared || explained) << table.out;
+  const CommandResult skipped =
+      heed({"bench", "--case", "bge-small", "--reps", "1", "--max-len", "16", "--no-torch"});
+  ASSERT_EQ(skipped.exit_code, 0) << skipped.err;
+  EXPECT_EQ(skipped.out.find("PyTorch"), std::string::npos) << skipped.out;
+}
+
 }  // namespace
 }  // namespace heed

@@ -1,30 +1,40 @@
 // heed bench: the default suite (or named cases) against the composed route.
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "bench.hpp"
 #include "cases.hpp"
 #include "commands.hpp"
+#include "core/cpu_info.hpp"
 
 namespace heed::cli {
 
 namespace {
 
 constexpr const char* kBenchUsage =
-    "usage: heed bench [--case NAME]... [--reps N] [--device cpu|cuda[:N]] [--json]\n"
+    "usage: heed bench [--case NAME]... [--reps N] [--device cpu|cuda[:N]] [--json] [--no-torch]\n"
     "\n"
     "Times heed's route and the composed route on the same inputs (median of N runs after one\n"
-    "warm-up, default 3) and prints the speedup and the largest difference between them.\n"
+    "warm-up, default 3) and prints the speedup and the largest difference between them. On\n"
+    "the CPU, where python3 can import torch, it then times PyTorch's\n"
+    "scaled_dot_product_attention on the same shapes and threads and prints the ratios\n"
+    "(bench/torch_compare.py).\n"
     "\n"
     "  --case NAME    run this case of the suite (repeatable; default: all)\n"
     "  --reps N       timed runs per route (at least 1)\n"
-    "  --json         a JSON array, one object per case\n";
+    "  --json         a JSON array, one object per case (no PyTorch comparison)\n"
+    "  --no-torch     skip the PyTorch comparison\n";
 
 const std::vector<FlagSpec> kBenchFlags = {
     {"case", true, true},
     {"reps"},
     {"device"},
     {"json", false},
+    {"no-torch", false},
     // Limits Lq and Lk of every case (Case::scaled), for quick runs in tests.
     {"max-len", true, false, true}};
 
@@ -45,6 +55,23 @@ std::vector<cases::Case> selected_cases(const Args& args) {
     chosen.push_back(*found);
   }
   return chosen;
+}
+
+// PyTorch's SDPA on the same shapes, through bench/torch_compare.py reading heed's records.
+void compare_with_torch(const std::string& records, const bench::Options& options) {
+  const std::string script = HEED_TORCH_COMPARE;
+  if (std::system("python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+    std::cout << "\nPyTorch: python3 cannot import torch here; no side-by-side comparison\n";
+    return;
+  }
+  if (!std::filesystem::exists(script)) {
+    std::cout << "\nPyTorch: " << script << " is not where this build found it; no comparison\n";
+    return;
+  }
+  std::cout << "\nPyTorch's scaled_dot_product_attention on the same shapes and threads:" << std::endl;
+  const std::string command = "python3 '" + script + "' --records '" + records + "' --threads " +
+                              std::to_string(cpu_info().threads) + " --reps " + std::to_string(options.reps);
+  if (std::system(command.c_str()) != 0) std::cout << "PyTorch: the comparison failed (" << command << ")\n";
 }
 
 }  // namespace
@@ -68,7 +95,16 @@ int bench_command(const std::vector<std::string>& tokens) {
     const std::int64_t limit = parse_int("bench", "max-len", *max_len, 1);
     for (cases::Case& c : suite) c = c.scaled(limit);
   }
+  const bool torch = !args.has("json") && !args.has("no-torch") && options.device.type == DeviceType::CPU;
+  if (torch) {
+    options.records_path =
+        (std::filesystem::temp_directory_path() / ("heed-bench-" + std::to_string(getpid()) + ".json")).string();
+  }
   bench::run_suite(suite, options, args.has("json"), std::cout);
+  if (torch) {
+    compare_with_torch(options.records_path, options);
+    std::filesystem::remove(options.records_path);
+  }
   return 0;
 }
 
