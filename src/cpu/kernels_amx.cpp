@@ -64,21 +64,9 @@ struct Parts {
   return _mm256_load_si256(reinterpret_cast<const __m256i*>(values));
 }
 
-// 2^x on every lane, for softmax weights (x <= 0): 0 for -inf, NaN kept. Within 2e-7
-// relative: the weights are rounded to bfloat16 next.
-[[gnu::always_inline]] inline __m512 exp2_weights(__m512 x) {
-  x = _mm512_max_ps(_mm512_set1_ps(-160.0f), x);  // the second operand when either is NaN
-  const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 f = _mm512_sub_ps(x, n);  // [-0.5, 0.5]
-  __m512 poly = _mm512_set1_ps(1.5403530393381608e-4f);
-  poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(1.3333558146428443e-3f));
-  poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(9.6181291076284772e-3f));
-  poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(5.5504108664821580e-2f));
-  poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(2.4022650695910071e-1f));
-  poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(6.9314718055994531e-1f));
-  poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(poly, n);
-}
+// 2^x on every lane, for softmax weights (x <= 0): 0 for -inf, NaN kept; the weights are
+// rounded to bfloat16 next.
+[[gnu::always_inline]] inline __m512 exp2_weights(__m512 x) { return microkernel::exp2(x); }
 
 float exp2_weight(float x) { return _mm512_cvtss_f32(exp2_weights(_mm512_set1_ps(x))); }
 
@@ -406,9 +394,7 @@ void run_tiled_kernel(const AttentionParams& p, const plan::CpuRoute& r, std::by
   const std::int64_t blocks = (p.q_len + r.block_q - 1) / r.block_q;
   const profile::Dispatch dispatch(r.plan.kernel_name.c_str(), blocks, p.kv_heads, p.batch);
   parallel_for(r.plan.workers, p.batch * p.kv_heads * blocks, [&](std::int64_t work, int worker) {
-    const std::int64_t block = p.causal ? blocks - 1 - work % blocks : work % blocks;
-    const std::int64_t first = block * r.block_q;
-    const Rows rows{(work / blocks) % p.kv_heads, first, std::min(r.block_q, p.q_len - first), p.group()};
+    const TiledTask at = tiled_task_at(p, r, work, blocks);
     const auto w = static_cast<std::size_t>(worker);
     float* stats = r.stats.at<float>(scratch, w);
     const std::int64_t stat_rows = p.group() * r.block_q;
@@ -419,7 +405,7 @@ void run_tiled_kernel(const AttentionParams& p, const plan::CpuRoute& r, std::by
     t.row_sum = stats + stat_rows;
     t.accum_stride = amx.columns;
     const Task task{amx.q.at<Bits>(scratch, w), t.scores, amx.p.at<Bits>(scratch, w), t};
-    tiled_task(p, r, packed, task, work / (blocks * p.kv_heads), rows);
+    tiled_task(p, r, packed, task, at.batch, at.rows);
   });
 }
 

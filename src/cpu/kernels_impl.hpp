@@ -239,6 +239,20 @@ struct Rows {
   RowAt operator()(std::int64_t row) const { return {kv_head * group + row / count, first + row % count}; }
 };
 
+// The tiled tasks: one per (batch, key head, block of block_q query positions), `blocks` of
+// them per key head. Longest first: under causal masking later query blocks see more keys,
+// so they start first.
+struct TiledTask {
+  std::int64_t batch;
+  Rows rows;
+};
+TiledTask tiled_task_at(const AttentionParams& p, const plan::CpuRoute& r, std::int64_t task, std::int64_t blocks) {
+  const std::int64_t block = p.causal ? blocks - 1 - task % blocks : task % blocks;
+  const std::int64_t first = block * r.block_q;
+  return {task / (blocks * p.kv_heads),
+          Rows{(task / blocks) % p.kv_heads, first, std::min(r.block_q, p.q_len - first), p.group()}};
+}
+
 // Folds keys [key_begin, key_end) in tiles of tile_keys into the rows' state; then writes
 // the rows to out, or [max, sum, Dv values] per row into `partial` for a later merge.
 void group_task(const AttentionParams& p, const Workspace& t, std::int64_t b, const Rows& rows,
@@ -303,12 +317,9 @@ void run_tiled_kernel(const AttentionParams& p, const plan::CpuRoute& r, std::by
   const std::int64_t blocks = (p.q_len + r.block_q - 1) / r.block_q;
   const profile::Dispatch dispatch(r.plan.kernel_name.c_str(), blocks, p.kv_heads, p.batch);
   parallel_for(r.plan.workers, p.batch * p.kv_heads * blocks, [&](std::int64_t task, int worker) {
-    // Longest first: under causal masking later query blocks see more keys, so they start first.
-    const std::int64_t block = p.causal ? blocks - 1 - task % blocks : task % blocks;
-    const std::int64_t first = block * r.block_q;
-    const Rows rows{(task / blocks) % p.kv_heads, first, std::min(r.block_q, p.q_len - first), p.group()};
-    group_task(p, workspace_of(p, r, scratch, worker, p.group() * r.block_q), task / (blocks * p.kv_heads), rows, 0,
-               p.kv_len, r.block_k, nullptr);
+    const TiledTask at = tiled_task_at(p, r, task, blocks);
+    group_task(p, workspace_of(p, r, scratch, worker, p.group() * r.block_q), at.batch, at.rows, 0, p.kv_len,
+               r.block_k, nullptr);
   });
 }
 
