@@ -1,0 +1,402 @@
+// The vector (decode) route: one block per (key partition × row tile, key head, batch) holds
+// the query rows of every head of the group and streams its keys once with 16-byte loads,
+// several keys in flight per key group; a second pass merges the partitions' partial max,
+// sum and output exactly (log-sum-exp).
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+
+#include "core/format.hpp"
+#include "cuda/check.hpp"
+#include "cuda/common.cuh"
+#include "cuda/launch.hpp"
+#include "cuda/vector.hpp"
+#include "heed/error.hpp"
+#include "plan/cuda_tables.hpp"
+
+namespace heed::cuda {
+namespace {
+
+constexpr int kThreads = plan::cuda::kVectorThreads;
+constexpr int kWarps = kThreads / 32;
+constexpr int kKeys = plan::cuda::kVectorKeysInFlight;
+
+struct RowInfo {
+  std::int64_t head, position, begin, end;
+  bool valid;
+};
+
+// Lanes with the same key group hold the same sums after the butterfly; adds the 32 / L key
+// groups of a warp (online-softmax states) into every lane.
+template <int C, int R, int E>
+__device__ __forceinline__ void merge_key_groups(float (&m)[R], float (&l)[R], float (&acc)[R][C][E], int lanes) {
+  for (int offset = lanes; offset < 32; offset <<= 1) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float m_other = __shfl_xor_sync(0xffffffffu, m[r], offset);
+      const float l_other = __shfl_xor_sync(0xffffffffu, l[r], offset);
+      const float m_new = fmaxf(m[r], m_other);
+      const float a = m_new == -INFINITY ? 0.0f : exp2f(m[r] - m_new);
+      const float b = m_new == -INFINITY ? 0.0f : exp2f(m_other - m_new);
+      l[r] = l[r] * a + l_other * b;
+#pragma unroll
+      for (int c = 0; c < C; ++c) {
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          const float other = __shfl_xor_sync(0xffffffffu, acc[r][c][e], offset);
+          acc[r][c][e] = acc[r][c][e] * a + other * b;
+        }
+      }
+      m[r] = m_new;
+    }
+  }
+}
+
+// Writes one finished row: out = acc / (sum + exp(sink)), all in the log2 frame of m; a row
+// with no visible key is zeros.
+template <typename T>
+__device__ __forceinline__ void write_row(const VectorArgs& a, std::int64_t b, std::int64_t h, std::int64_t i,
+                                          std::int64_t d, float m, float l, float acc) {
+  float value = 0.0f;
+  if (m != -INFINITY) {
+    float frame = m;
+    float sink_weight = 0.0f;
+    if (a.g.sinks.data != nullptr) {
+      const float sink = sink_logit(a.g.sinks, h) * kLog2e;
+      frame = fmaxf(m, sink);
+      sink_weight = exp2f(sink - frame);
+    }
+    const float scale = exp2f(m - frame);
+    value = acc * scale / (l * scale + sink_weight);
+  }
+  T* out = static_cast<T*>(a.out);
+  out[b * a.out_strides.s[0] + h * a.out_strides.s[1] + i * a.out_strides.s[2] + d * a.out_strides.s[3]] =
+      from_float<T>(value);
+}
+
+template <typename T, int C, int R>
+__global__ void __launch_bounds__(kThreads) vector_kernel(const VectorArgs a) {
+  constexpr int E = 16 / sizeof(T);
+  constexpr int kRowFloats = C * 32 * E;  // one row of a warp's output in shared memory
+  __shared__ RowInfo rows[R];
+  __shared__ float warp_m[kWarps][R], warp_l[kWarps][R];
+  __shared__ float warp_acc[kWarps][R][kRowFloats];
+
+  const Geometry& g = a.g;
+  const int L = a.lanes_per_key;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int sub = lane & (L - 1);
+  const int key_groups = kWarps * (32 / L);
+  const int key_group = warp * (32 / L) + lane / L;
+  const std::int64_t b = blockIdx.z, kv_head = blockIdx.y;
+  const std::int64_t tile = blockIdx.x % a.row_tiles, part = blockIdx.x / a.row_tiles;
+  const std::int64_t row0 = tile * R;
+
+  if (threadIdx.x < R) {
+    const std::int64_t row = row0 + threadIdx.x;
+    RowInfo info{};
+    info.valid = row < a.rows;
+    if (info.valid) {
+      info.head = kv_head * g.group + row / g.q_len;
+      info.position = row % g.q_len;
+      const KeyRange range = keys_for_row(g, info.position);
+      info.begin = range.begin;
+      info.end = range.end;
+    }
+    rows[threadIdx.x] = info;
+  }
+  __syncthreads();
+
+  // This block's keys: its partition, narrowed to what the tile's rows can see.
+  std::int64_t key_begin = a.span_begin + part * a.keys_per_partition;
+  std::int64_t key_end = min(a.span_end, key_begin + a.keys_per_partition);
+  {
+    std::int64_t lo = key_end, hi = key_begin;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (rows[r].valid && rows[r].begin < rows[r].end) {
+        lo = min(lo, rows[r].begin);
+        hi = max(hi, rows[r].end);
+      }
+    }
+    key_begin = max(key_begin, lo);
+    key_end = min(key_end, hi);
+  }
+
+  // q rows of the tile, pre-multiplied by scale × log2(e).
+  float q[R][C][E];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const RowInfo info = rows[r];
+    const T* q_row = static_cast<const T*>(a.q) + b * a.q_strides.s[0] + info.head * a.q_strides.s[1] +
+                     info.position * a.q_strides.s[2];
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      const uint4 raw = info.valid ? load_chunk(q_row, a.q_strides.s[3], std::int64_t(c * L + sub) * E, g.head_dim,
+                                                a.wide_loads)
+                                   : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int e = 0; e < E; ++e) q[r][c][e] = chunk_element<T>(raw, e) * a.scale_log2;
+    }
+  }
+
+  float m[R], l[R], acc[R][C][E];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < C; ++c)
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[r][c][e] = 0.0f;
+  }
+
+  const T* k_base = static_cast<const T*>(a.k) + b * a.k_strides.s[0] + kv_head * a.k_strides.s[1];
+  const T* v_base = static_cast<const T*>(a.v) + b * a.v_strides.s[0] + kv_head * a.v_strides.s[1];
+  // Every lane of a warp runs the same number of iterations (the shuffles need all 32).
+  const std::int64_t step = std::int64_t(key_groups) * kKeys;
+  for (std::int64_t base = key_begin; base < key_end; base += step) {
+    const std::int64_t j0 = base + std::int64_t(key_group) * kKeys;
+    uint4 k_raw[kKeys][C], v_raw[kKeys][C];
+#pragma unroll
+    for (int u = 0; u < kKeys; ++u) {
+      const std::int64_t j = j0 + u;
+      const bool in = j < key_end;
+#pragma unroll
+      for (int c = 0; c < C; ++c) {
+        const std::int64_t d0 = std::int64_t(c * L + sub) * E;
+        k_raw[u][c] = in ? load_chunk(k_base + j * a.k_strides.s[2], a.k_strides.s[3], d0, g.head_dim, a.wide_loads)
+                         : make_uint4(0, 0, 0, 0);
+        v_raw[u][c] = in ? load_chunk(v_base + j * a.v_strides.s[2], a.v_strides.s[3], d0, g.value_dim, a.wide_loads)
+                         : make_uint4(0, 0, 0, 0);
+      }
+    }
+    float s[R][kKeys];
+#pragma unroll
+    for (int u = 0; u < kKeys; ++u) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) s[r][u] = 0.0f;
+#pragma unroll
+      for (int c = 0; c < C; ++c) {
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          const float kv = chunk_element<T>(k_raw[u][c], e);
+#pragma unroll
+          for (int r = 0; r < R; ++r) s[r][u] = fmaf(q[r][c][e], kv, s[r][u]);
+        }
+      }
+    }
+    for (int offset = L >> 1; offset > 0; offset >>= 1) {
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int u = 0; u < kKeys; ++u) s[r][u] += __shfl_xor_sync(0xffffffffu, s[r][u], offset);
+    }
+    // Masks, then the online softmax; p overwrites s.
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const RowInfo info = rows[r];
+      float block_max = -INFINITY;
+#pragma unroll
+      for (int u = 0; u < kKeys; ++u) {
+        const std::int64_t j = j0 + u;
+        const bool visible = info.valid && j < key_end && j >= info.begin && j < info.end;
+        float score = visible ? s[r][u] : -INFINITY;
+        if (visible && g.mask.kind != MaskType::None) {
+          score += mask_term(g.mask, b, info.head, info.position, j) * kLog2e;
+        }
+        s[r][u] = score;
+        block_max = fmaxf(block_max, score);
+      }
+      const float m_new = fmaxf(m[r], block_max);
+      const float alpha = m_new == -INFINITY ? 1.0f : exp2f(m[r] - m_new);
+      float sum = 0.0f;
+#pragma unroll
+      for (int u = 0; u < kKeys; ++u) {
+        s[r][u] = m_new == -INFINITY ? 0.0f : exp2f(s[r][u] - m_new);
+        sum += s[r][u];
+      }
+      l[r] = l[r] * alpha + sum;
+      m[r] = m_new;
+#pragma unroll
+      for (int c = 0; c < C; ++c)
+#pragma unroll
+        for (int e = 0; e < E; ++e) acc[r][c][e] *= alpha;
+    }
+#pragma unroll
+    for (int u = 0; u < kKeys; ++u) {
+#pragma unroll
+      for (int c = 0; c < C; ++c) {
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          const float vv = chunk_element<T>(v_raw[u][c], e);
+#pragma unroll
+          for (int r = 0; r < R; ++r) acc[r][c][e] = fmaf(s[r][u], vv, acc[r][c][e]);
+        }
+      }
+    }
+  }
+
+  merge_key_groups<C, R, E>(m, l, acc, L);
+  if (lane < L) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int c = 0; c < C; ++c)
+#pragma unroll
+        for (int e = 0; e < E; ++e) warp_acc[warp][r][(c * L + sub) * E + e] = acc[r][c][e];
+      if (lane == 0) {
+        warp_m[warp][r] = m[r];
+        warp_l[warp][r] = l[r];
+      }
+    }
+  }
+  __syncthreads();
+
+  const std::int64_t dv = g.value_dim;
+  for (std::int64_t index = threadIdx.x; index < R * dv; index += kThreads) {
+    const int r = static_cast<int>(index / dv);
+    const std::int64_t d = index % dv;
+    const RowInfo info = rows[r];
+    if (!info.valid) continue;
+    float m_all = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, warp_m[w][r]);
+    float l_all = 0.0f, o = 0.0f;
+    if (m_all != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float weight = exp2f(warp_m[w][r] - m_all);
+        l_all += warp_l[w][r] * weight;
+        o += warp_acc[w][r][d] * weight;
+      }
+    }
+    if (a.partitions == 1) {
+      write_row<T>(a, b, info.head, info.position, d, m_all, l_all, o);
+    } else {
+      const std::int64_t row = row0 + r;
+      float* slot = a.partials + (((b * g.kv_heads + kv_head) * a.rows + row) * a.partitions + part) * (dv + 2);
+      if (d == 0) {
+        slot[0] = m_all;
+        slot[1] = l_all;
+      }
+      slot[2 + d] = o;
+    }
+  }
+}
+
+// Pass 2: grid [rows, Hkv, B]; merges the partitions of one query row.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) vector_merge_kernel(const VectorArgs a) {
+  constexpr int kChunk = 1024;
+  __shared__ float weights[kChunk];
+  __shared__ float reduce[kWarps];
+  const Geometry& g = a.g;
+  const std::int64_t row = blockIdx.x, kv_head = blockIdx.y, b = blockIdx.z;
+  const std::int64_t dv = g.value_dim, parts = a.partitions;
+  const float* slots = a.partials + ((b * g.kv_heads + kv_head) * a.rows + row) * parts * (dv + 2);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+
+  float local = -INFINITY;
+  for (std::int64_t p = threadIdx.x; p < parts; p += kThreads) local = fmaxf(local, slots[p * (dv + 2)]);
+  for (int offset = 16; offset > 0; offset >>= 1) local = fmaxf(local, __shfl_xor_sync(0xffffffffu, local, offset));
+  if (lane == 0) reduce[warp] = local;
+  __syncthreads();
+  float m_all = -INFINITY;
+  for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, reduce[w]);
+  __syncthreads();
+
+  float sum = 0.0f;
+  if (m_all != -INFINITY) {
+    for (std::int64_t p = threadIdx.x; p < parts; p += kThreads) {
+      sum += slots[p * (dv + 2) + 1] * exp2f(slots[p * (dv + 2)] - m_all);
+    }
+  }
+  for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  if (lane == 0) reduce[warp] = sum;
+  __syncthreads();
+  float l_all = 0.0f;
+  for (int w = 0; w < kWarps; ++w) l_all += reduce[w];
+
+  const std::int64_t head = kv_head * g.group + row / g.q_len, position = row % g.q_len;
+  for (std::int64_t d0 = 0; d0 < dv; d0 += kThreads) {
+    const std::int64_t d = d0 + threadIdx.x;
+    float o = 0.0f;
+    for (std::int64_t p0 = 0; p0 < parts; p0 += kChunk) {
+      __syncthreads();
+      for (std::int64_t p = p0 + threadIdx.x; p < min(parts, p0 + kChunk); p += kThreads) {
+        weights[p - p0] = m_all == -INFINITY ? 0.0f : exp2f(slots[p * (dv + 2)] - m_all);
+      }
+      __syncthreads();
+      if (d < dv) {
+        for (std::int64_t p = p0; p < min(parts, p0 + kChunk); ++p) o += slots[p * (dv + 2) + 2 + d] * weights[p - p0];
+      }
+    }
+    if (d < dv) write_row<T>(a, b, head, position, d, m_all, l_all, o);
+  }
+}
+
+template <typename T, int C, int R>
+void launch_pass1(const VectorArgs& a, dim3 grid, cudaStream_t stream) {
+  vector_kernel<T, C, R><<<grid, kThreads, 0, stream>>>(a);
+}
+
+template <typename T, int C>
+void dispatch_rows(const VectorArgs& a, int row_tile, dim3 grid, cudaStream_t stream) {
+  constexpr int E = 16 / sizeof(T);
+  switch (row_tile) {
+    case 1: return launch_pass1<T, C, 1>(a, grid, stream);
+    case 2: return launch_pass1<T, C, 2>(a, grid, stream);
+    case 4: return launch_pass1<T, C, 4>(a, grid, stream);
+    case 8:
+      if constexpr (8 * C * E <= plan::cuda::kVectorRegisterFloats) return launch_pass1<T, C, 8>(a, grid, stream);
+      break;
+  }
+  throw Error(ErrorKind::Internal, format("[heed::attention] no vector kernel for {} rows x {} chunks", row_tile, C));
+}
+
+template <typename T>
+void dispatch_chunks(const VectorArgs& a, int chunks, int row_tile, dim3 grid, cudaStream_t stream) {
+  switch (chunks) {
+    case 1: return dispatch_rows<T, 1>(a, row_tile, grid, stream);
+    case 2: return dispatch_rows<T, 2>(a, row_tile, grid, stream);
+    case 4:
+      if constexpr (sizeof(T) == 4) return dispatch_rows<T, 4>(a, row_tile, grid, stream);
+      break;
+  }
+  throw Error(ErrorKind::Internal, format("[heed::attention] no vector kernel for {} chunks per lane", chunks));
+}
+
+template <typename T>
+void run_typed(const VectorArgs& a, const plan::CudaRoute& route, cudaStream_t stream) {
+  const plan::CudaVectorShape& s = route.vector;
+  const dim3 grid(static_cast<unsigned>(s.partitions * s.row_tiles), static_cast<unsigned>(a.g.kv_heads),
+                  static_cast<unsigned>(a.g.batch));
+  {
+    LaunchRecord record(route.plan.kernel_name.c_str(), grid.x, grid.y, grid.z, stream);
+    dispatch_chunks<T>(a, s.chunks_per_lane, s.row_tile, grid, stream);
+    check_launch("heed::attention", route.plan.kernel_name.c_str());
+  }
+  if (s.partitions > 1) {
+    const dim3 merge_grid(static_cast<unsigned>(s.rows), grid.y, grid.z);
+    LaunchRecord record(route.merge_kernel_name.c_str(), merge_grid.x, merge_grid.y, merge_grid.z, stream);
+    vector_merge_kernel<T><<<merge_grid, kThreads, 0, stream>>>(a);
+    check_launch("heed::attention", route.merge_kernel_name.c_str());
+  }
+}
+
+}  // namespace
+
+void run_vector(const VectorArgs& args, const plan::CudaRoute& route, cudaStream_t stream) {
+  switch (args.type) {
+    case ElementType::Float32: return run_typed<float>(args, route, stream);
+    case ElementType::Float16: return run_typed<__half>(args, route, stream);
+    case ElementType::BFloat16: return run_typed<__nv_bfloat16>(args, route, stream);
+    case ElementType::Bool: break;
+  }
+  throw Error(ErrorKind::Internal, "[heed::attention] vector route: unsupported dtype");
+}
+
+}  // namespace heed::cuda
