@@ -109,9 +109,9 @@ struct ComposedFit {
 
 std::optional<ComposedFit> fit_composed(const Problem& p, std::size_t& min_cap) {
   min_cap = std::max<std::size_t>(float_bytes(1, p.kv_len, "a score row"), 1);
-  const std::int64_t budget = p.max_score_bytes ? std::min(*p.max_score_bytes, kComposedScoreBudget)
-                                                : kComposedScoreBudget;
   const std::int64_t row_bytes = std::max<std::int64_t>(p.kv_len * kFloat, 1);
+  // The caller's cap, else the default budget (at least one row: a long row still runs).
+  const std::int64_t budget = p.max_score_bytes ? *p.max_score_bytes : std::max(kComposedScoreBudget, row_bytes);
   const std::int64_t heads = std::max<std::int64_t>(p.kv_heads, 1);
   const std::int64_t q_len = std::max<std::int64_t>(p.q_len, 1);
   ComposedFit fit;
