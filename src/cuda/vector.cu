@@ -21,7 +21,9 @@ namespace {
 
 constexpr int kThreads = plan::cuda::kVectorThreads;
 constexpr int kWarps = kThreads / 32;
-constexpr int kKeys = plan::cuda::kVectorKeysInFlight;
+template <int C>
+constexpr int kKeysPerStep = plan::cuda::vector_keys_per_step(C);
+constexpr int kStages = plan::cuda::kVectorStages;
 
 struct RowInfo {
   std::int64_t head, position, begin, end;
@@ -76,13 +78,137 @@ __device__ __forceinline__ void write_row(const VectorArgs& a, std::int64_t b, s
       from_float<T>(value);
 }
 
-template <typename T, int C, int R>
-__global__ void __launch_bounds__(kThreads) vector_kernel(const VectorArgs a) {
+__device__ __forceinline__ void copy_async_16(uint4* shared, const void* global) {
+  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(global));
+}
+__device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int Pending>
+__device__ __forceinline__ void wait_async() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
+}
+
+// This thread's 16-byte slot of the shared ring [stage][key][chunk][k or v][thread]: each thread
+// reads back only what it copied itself, so the pipeline needs no barrier.
+template <int U, int C>
+__device__ __forceinline__ uint4* ring_slot(uint4* ring, int stage, int u, int c, int kv) {
+  return ring + ((((stage * U + u) * C + c) * 2 + kv) * kThreads + threadIdx.x);
+}
+
+// Starts the copies of one step: keys j0 .. j0 + U - 1 of this key group, this lane's 16-byte
+// chunks of their K and V rows. Rows past the block's keys are clamped into it (their scores
+// are masked), so every copy is unconditional. Without wide rows: element loads, synchronous.
+template <typename T, int C, int U>
+__device__ __forceinline__ void issue_step(const VectorArgs& a, uint4* ring, int stage, const T* k_base,
+                                           const T* v_base, std::int64_t j0, std::int64_t key_end,
+                                           const std::int64_t (&k_off)[C], const std::int64_t (&v_off)[C], int L,
+                                           int sub) {
   constexpr int E = 16 / sizeof(T);
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const std::int64_t j = min(j0 + u, key_end - 1);
+    const T* k_row = k_base + j * a.k_strides.s[2];
+    const T* v_row = v_base + j * a.v_strides.s[2];
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      if (a.wide_loads) {
+        copy_async_16(ring_slot<U, C>(ring, stage, u, c, 0), k_row + k_off[c]);
+        copy_async_16(ring_slot<U, C>(ring, stage, u, c, 1), v_row + v_off[c]);
+      } else {
+        const std::int64_t d0 = std::int64_t(c * L + sub) * E;
+        *ring_slot<U, C>(ring, stage, u, c, 0) = load_chunk(k_row, a.k_strides.s[3], d0, a.g.head_dim, false);
+        *ring_slot<U, C>(ring, stage, u, c, 1) = load_chunk(v_row, a.v_strides.s[3], d0, a.g.value_dim, false);
+      }
+    }
+  }
+  commit_async();
+}
+
+// Scores of one step's keys for the tile's rows, masks, then the online softmax into (m, l, acc).
+template <typename T, int C, int R, int U>
+__device__ __forceinline__ void compute_step(const VectorArgs& a, const RowInfo* rows, std::int64_t b, std::int64_t j0,
+                                             std::int64_t key_end, int L, const float (&q)[R][C][16 / sizeof(T)],
+                                             const uint4 (&k_raw)[U][C], const uint4 (&v_raw)[U][C], float (&m)[R],
+                                             float (&l)[R], float (&acc)[R][C][16 / sizeof(T)]) {
+  constexpr int E = 16 / sizeof(T);
+  const Geometry& g = a.g;
+  float s[R][U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) s[r][u] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const float kv = chunk_element<T>(k_raw[u][c], e);
+#pragma unroll
+        for (int r = 0; r < R; ++r) s[r][u] = fmaf(q[r][c][e], kv, s[r][u]);
+      }
+    }
+  }
+  for (int offset = L >> 1; offset > 0; offset >>= 1) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int u = 0; u < U; ++u) s[r][u] += __shfl_xor_sync(0xffffffffu, s[r][u], offset);
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const RowInfo info = rows[r];
+    float step_max = -INFINITY;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const std::int64_t j = j0 + u;
+      const bool visible = info.valid && j < key_end && j >= info.begin && j < info.end;
+      float score = visible ? s[r][u] : -INFINITY;
+      if (visible && g.mask.kind != MaskType::None) score += mask_term(g.mask, b, info.head, info.position, j) * kLog2e;
+      s[r][u] = score;
+      step_max = fmaxf(step_max, score);
+    }
+    const float m_new = fmaxf(m[r], step_max);
+    const float alpha = m_new == -INFINITY ? 1.0f : exp2f(m[r] - m_new);
+    float sum = 0.0f;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      s[r][u] = m_new == -INFINITY ? 0.0f : exp2f(s[r][u] - m_new);
+      sum += s[r][u];
+    }
+    l[r] = l[r] * alpha + sum;
+    m[r] = m_new;
+#pragma unroll
+    for (int c = 0; c < C; ++c)
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[r][c][e] *= alpha;
+  }
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const float vv = chunk_element<T>(v_raw[u][c], e);
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r][c][e] = fmaf(s[r][u], vv, acc[r][c][e]);
+      }
+    }
+  }
+}
+
+// Resident blocks per SM the register budget is cut for (ptxas, sm_90a: no spills; 4 blocks
+// would fit the shared memory but spill at 128 registers).
+template <int R, int C>
+constexpr int kMinBlocks = R * C <= 4 ? 3 : 2;
+
+template <typename T, int C, int R>
+__global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(const VectorArgs a) {
+  constexpr int E = 16 / sizeof(T);
+  constexpr int U = kKeysPerStep<C>;
+  extern __shared__ uint4 ring[];  // kStages × U × C × 2 × kThreads chunks, then reused below
   constexpr int kRowFloats = C * 32 * E;  // one row of a warp's output in shared memory
   __shared__ RowInfo rows[R];
   __shared__ float warp_m[kWarps][R], warp_l[kWarps][R];
-  __shared__ float warp_acc[kWarps][R][kRowFloats];
+  auto warp_acc = reinterpret_cast<float(*)[R][kRowFloats]>(ring);  // [kWarps][R][kRowFloats], after the keys
 
   const Geometry& g = a.g;
   const int L = a.lanes_per_key;
@@ -125,6 +251,15 @@ __global__ void __launch_bounds__(kThreads) vector_kernel(const VectorArgs a) {
     key_end = min(key_end, hi);
   }
 
+  // This lane's chunks; in the wide path a chunk past the row reads chunk 0 (its q is zero).
+  std::int64_t k_off[C], v_off[C];
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    const std::int64_t d0 = std::int64_t(c * L + sub) * E;
+    k_off[c] = d0 < g.head_dim ? d0 : 0;
+    v_off[c] = d0 < g.value_dim ? d0 : 0;
+  }
+
   // q rows of the tile, pre-multiplied by scale × log2(e).
   float q[R][C][E];
 #pragma unroll
@@ -155,91 +290,44 @@ __global__ void __launch_bounds__(kThreads) vector_kernel(const VectorArgs a) {
 
   const T* k_base = static_cast<const T*>(a.k) + b * a.k_strides.s[0] + kv_head * a.k_strides.s[1];
   const T* v_base = static_cast<const T*>(a.v) + b * a.v_strides.s[0] + kv_head * a.v_strides.s[1];
-  // Every lane of a warp runs the same number of iterations (the shuffles need all 32).
-  const std::int64_t step = std::int64_t(key_groups) * kKeys;
-  for (std::int64_t base = key_begin; base < key_end; base += step) {
-    const std::int64_t j0 = base + std::int64_t(key_group) * kKeys;
-    uint4 k_raw[kKeys][C], v_raw[kKeys][C];
+  // kStages-deep pipeline of asynchronous copies: steps i + 1 and i + 2 are in flight while step
+  // i computes. Every lane of a warp runs the same steps (the shuffles need all 32).
+  const std::int64_t step = std::int64_t(key_groups) * U;
+  const std::int64_t group_offset = std::int64_t(key_group) * U;
+  const std::int64_t steps = key_begin < key_end ? (key_end - key_begin + step - 1) / step : 0;
 #pragma unroll
-    for (int u = 0; u < kKeys; ++u) {
-      const std::int64_t j = j0 + u;
-      const bool in = j < key_end;
-#pragma unroll
-      for (int c = 0; c < C; ++c) {
-        const std::int64_t d0 = std::int64_t(c * L + sub) * E;
-        k_raw[u][c] = in ? load_chunk(k_base + j * a.k_strides.s[2], a.k_strides.s[3], d0, g.head_dim, a.wide_loads)
-                         : make_uint4(0, 0, 0, 0);
-        v_raw[u][c] = in ? load_chunk(v_base + j * a.v_strides.s[2], a.v_strides.s[3], d0, g.value_dim, a.wide_loads)
-                         : make_uint4(0, 0, 0, 0);
-      }
-    }
-    float s[R][kKeys];
-#pragma unroll
-    for (int u = 0; u < kKeys; ++u) {
-#pragma unroll
-      for (int r = 0; r < R; ++r) s[r][u] = 0.0f;
-#pragma unroll
-      for (int c = 0; c < C; ++c) {
-#pragma unroll
-        for (int e = 0; e < E; ++e) {
-          const float kv = chunk_element<T>(k_raw[u][c], e);
-#pragma unroll
-          for (int r = 0; r < R; ++r) s[r][u] = fmaf(q[r][c][e], kv, s[r][u]);
-        }
-      }
-    }
-    for (int offset = L >> 1; offset > 0; offset >>= 1) {
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int u = 0; u < kKeys; ++u) s[r][u] += __shfl_xor_sync(0xffffffffu, s[r][u], offset);
-    }
-    // Masks, then the online softmax; p overwrites s.
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const RowInfo info = rows[r];
-      float block_max = -INFINITY;
-#pragma unroll
-      for (int u = 0; u < kKeys; ++u) {
-        const std::int64_t j = j0 + u;
-        const bool visible = info.valid && j < key_end && j >= info.begin && j < info.end;
-        float score = visible ? s[r][u] : -INFINITY;
-        if (visible && g.mask.kind != MaskType::None) {
-          score += mask_term(g.mask, b, info.head, info.position, j) * kLog2e;
-        }
-        s[r][u] = score;
-        block_max = fmaxf(block_max, score);
-      }
-      const float m_new = fmaxf(m[r], block_max);
-      const float alpha = m_new == -INFINITY ? 1.0f : exp2f(m[r] - m_new);
-      float sum = 0.0f;
-#pragma unroll
-      for (int u = 0; u < kKeys; ++u) {
-        s[r][u] = m_new == -INFINITY ? 0.0f : exp2f(s[r][u] - m_new);
-        sum += s[r][u];
-      }
-      l[r] = l[r] * alpha + sum;
-      m[r] = m_new;
-#pragma unroll
-      for (int c = 0; c < C; ++c)
-#pragma unroll
-        for (int e = 0; e < E; ++e) acc[r][c][e] *= alpha;
-    }
-#pragma unroll
-    for (int u = 0; u < kKeys; ++u) {
-#pragma unroll
-      for (int c = 0; c < C; ++c) {
-#pragma unroll
-        for (int e = 0; e < E; ++e) {
-          const float vv = chunk_element<T>(v_raw[u][c], e);
-#pragma unroll
-          for (int r = 0; r < R; ++r) acc[r][c][e] = fmaf(s[r][u], vv, acc[r][c][e]);
-        }
-      }
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (i < steps) {
+      issue_step<T, C, U>(a, ring, i, k_base, v_base, key_begin + i * step + group_offset, key_end, k_off, v_off, L,
+                          sub);
+    } else {
+      commit_async();
     }
   }
+  for (std::int64_t i = 0; i < steps; ++i) {
+    wait_async<kStages - 2>();
+    const int stage = static_cast<int>(i % kStages);
+    uint4 k_raw[U][C], v_raw[U][C];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int c = 0; c < C; ++c) {
+        k_raw[u][c] = *ring_slot<U, C>(ring, stage, u, c, 0);
+        v_raw[u][c] = *ring_slot<U, C>(ring, stage, u, c, 1);
+      }
+    const std::int64_t ahead = i + kStages - 1;
+    if (ahead < steps) {
+      issue_step<T, C, U>(a, ring, static_cast<int>(ahead % kStages), k_base, v_base,
+                          key_begin + ahead * step + group_offset, key_end, k_off, v_off, L, sub);
+    } else {
+      commit_async();
+    }
+    compute_step<T, C, R, U>(a, rows, b, key_begin + i * step + group_offset, key_end, L, q, k_raw, v_raw, m, l, acc);
+  }
+  wait_async<0>();
 
   merge_key_groups<C, R, E>(m, l, acc, L);
+  __syncthreads();  // the ring becomes warp_acc
   if (lane < L) {
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -287,30 +375,38 @@ __global__ void __launch_bounds__(kThreads) vector_kernel(const VectorArgs a) {
   }
 }
 
-// Pass 2: grid [rows, Hkv, B]; merges the partitions of one query row.
+// Pass 2: grid [rows × ceil(Dv / 32), Hkv, B]; one block merges 32 output columns of one query
+// row over all partitions, its warps taking every kMergeWarps-th partition.
+constexpr int kMergeThreads = 512;
+constexpr int kMergeWarps = kMergeThreads / 32;
+constexpr int kMergeColumns = 32;
+
 template <typename T>
-__global__ void __launch_bounds__(kThreads) vector_merge_kernel(const VectorArgs a) {
-  constexpr int kChunk = 1024;
+__global__ void __launch_bounds__(kMergeThreads) vector_merge_kernel(const VectorArgs a) {
+  constexpr int kChunk = 4096;
   __shared__ float weights[kChunk];
-  __shared__ float reduce[kWarps];
+  __shared__ float reduce[kMergeWarps];
+  __shared__ float columns[kMergeWarps][kMergeColumns];
   const Geometry& g = a.g;
-  const std::int64_t row = blockIdx.x, kv_head = blockIdx.y, b = blockIdx.z;
   const std::int64_t dv = g.value_dim, parts = a.partitions;
+  const std::int64_t column_blocks = (dv + kMergeColumns - 1) / kMergeColumns;
+  const std::int64_t row = blockIdx.x / column_blocks, column0 = (blockIdx.x % column_blocks) * kMergeColumns;
+  const std::int64_t kv_head = blockIdx.y, b = blockIdx.z;
   const float* slots = a.partials + ((b * g.kv_heads + kv_head) * a.rows + row) * parts * (dv + 2);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 
   float local = -INFINITY;
-  for (std::int64_t p = threadIdx.x; p < parts; p += kThreads) local = fmaxf(local, slots[p * (dv + 2)]);
+  for (std::int64_t p = threadIdx.x; p < parts; p += kMergeThreads) local = fmaxf(local, slots[p * (dv + 2)]);
   for (int offset = 16; offset > 0; offset >>= 1) local = fmaxf(local, __shfl_xor_sync(0xffffffffu, local, offset));
   if (lane == 0) reduce[warp] = local;
   __syncthreads();
   float m_all = -INFINITY;
-  for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, reduce[w]);
+  for (int w = 0; w < kMergeWarps; ++w) m_all = fmaxf(m_all, reduce[w]);
   __syncthreads();
 
   float sum = 0.0f;
   if (m_all != -INFINITY) {
-    for (std::int64_t p = threadIdx.x; p < parts; p += kThreads) {
+    for (std::int64_t p = threadIdx.x; p < parts; p += kMergeThreads) {
       sum += slots[p * (dv + 2) + 1] * exp2f(slots[p * (dv + 2)] - m_all);
     }
   }
@@ -318,29 +414,46 @@ __global__ void __launch_bounds__(kThreads) vector_merge_kernel(const VectorArgs
   if (lane == 0) reduce[warp] = sum;
   __syncthreads();
   float l_all = 0.0f;
-  for (int w = 0; w < kWarps; ++w) l_all += reduce[w];
+  for (int w = 0; w < kMergeWarps; ++w) l_all += reduce[w];
 
-  const std::int64_t head = kv_head * g.group + row / g.q_len, position = row % g.q_len;
-  for (std::int64_t d0 = 0; d0 < dv; d0 += kThreads) {
-    const std::int64_t d = d0 + threadIdx.x;
-    float o = 0.0f;
-    for (std::int64_t p0 = 0; p0 < parts; p0 += kChunk) {
-      __syncthreads();
-      for (std::int64_t p = p0 + threadIdx.x; p < min(parts, p0 + kChunk); p += kThreads) {
-        weights[p - p0] = m_all == -INFINITY ? 0.0f : exp2f(slots[p * (dv + 2)] - m_all);
-      }
-      __syncthreads();
-      if (d < dv) {
-        for (std::int64_t p = p0; p < min(parts, p0 + kChunk); ++p) o += slots[p * (dv + 2) + 2 + d] * weights[p - p0];
-      }
+  const std::int64_t d = column0 + lane;
+  float o = 0.0f;
+  for (std::int64_t p0 = 0; p0 < parts; p0 += kChunk) {
+    const std::int64_t count = min(parts - p0, std::int64_t(kChunk));
+    __syncthreads();
+    for (std::int64_t p = threadIdx.x; p < count; p += kMergeThreads) {
+      weights[p] = m_all == -INFINITY ? 0.0f : exp2f(slots[(p0 + p) * (dv + 2)] - m_all);
     }
-    if (d < dv) write_row<T>(a, b, head, position, d, m_all, l_all, o);
+    __syncthreads();
+    if (d < dv) {
+#pragma unroll 4
+      for (std::int64_t p = warp; p < count; p += kMergeWarps) o += slots[(p0 + p) * (dv + 2) + 2 + d] * weights[p];
+    }
+  }
+  columns[warp][lane] = o;
+  __syncthreads();
+  if (warp == 0 && d < dv) {
+    float total = 0.0f;
+    for (int w = 0; w < kMergeWarps; ++w) total += columns[w][lane];
+    const std::int64_t head = kv_head * g.group + row / g.q_len, position = row % g.q_len;
+    write_row<T>(a, b, head, position, d, m_all, l_all, total);
   }
 }
 
 template <typename T, int C, int R>
 void launch_pass1(const VectorArgs& a, dim3 grid, cudaStream_t stream) {
-  vector_kernel<T, C, R><<<grid, kThreads, 0, stream>>>(a);
+  constexpr int E = 16 / sizeof(T);
+  constexpr std::size_t ring_bytes = std::size_t{kStages} * kKeysPerStep<C> * C * 2 * kThreads * 16;
+  constexpr std::size_t acc_bytes = std::size_t{kWarps} * R * C * 32 * E * sizeof(float);
+  constexpr std::size_t shared = ring_bytes > acc_bytes ? ring_bytes : acc_bytes;
+  static const bool configured = [] {
+    check(cudaFuncSetAttribute(vector_kernel<T, C, R>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(shared)),
+          "heed::attention", "cudaFuncSetAttribute");
+    return true;
+  }();
+  (void)configured;
+  vector_kernel<T, C, R><<<grid, kThreads, shared, stream>>>(a);
 }
 
 template <typename T, int C>
@@ -380,9 +493,10 @@ void run_typed(const VectorArgs& a, const plan::CudaRoute& route, cudaStream_t s
     check_launch("heed::attention", route.plan.kernel_name.c_str());
   }
   if (s.partitions > 1) {
-    const dim3 merge_grid(static_cast<unsigned>(s.rows), grid.y, grid.z);
+    const auto column_blocks = (a.g.value_dim + kMergeColumns - 1) / kMergeColumns;
+    const dim3 merge_grid(static_cast<unsigned>(s.rows * column_blocks), grid.y, grid.z);
     LaunchRecord record(route.merge_kernel_name.c_str(), merge_grid.x, merge_grid.y, merge_grid.z, stream);
-    vector_merge_kernel<T><<<merge_grid, kThreads, 0, stream>>>(a);
+    vector_merge_kernel<T><<<merge_grid, kMergeThreads, 0, stream>>>(a);
     check_launch("heed::attention", route.merge_kernel_name.c_str());
   }
 }

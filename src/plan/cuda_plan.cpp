@@ -77,7 +77,7 @@ std::optional<VectorFit> fit_vector(const Problem& p, std::size_t& min_cap, std:
   }
   s.row_tile = tile;
   s.row_tiles = std::max<std::int64_t>(1, ceil_div(s.rows, tile));
-  const std::int64_t keys_in_flight = (kVectorThreads / s.lanes_per_key) * kVectorKeysInFlight;
+  const std::int64_t keys_in_flight = (kVectorThreads / s.lanes_per_key) * vector_keys_per_step(s.chunks_per_lane);
   fit.intermediate = float_bytes(std::min<std::int64_t>(std::max<std::int64_t>(s.rows, 1), tile), keys_in_flight,
                                  "scores in flight");
   min_cap = fit.intermediate;

@@ -27,30 +27,30 @@ plan::CudaRoute plan_for(std::int64_t batch, std::int64_t q_heads, std::int64_t 
 }
 
 TEST(CudaPlan, DecodeSplitsKeysToFillTheSms) {
-  // 16 x 8 = 128 (batch, key head) groups for 132 SMs: 5 partitions of 1639 keys.
+  // 16 x 8 = 128 (batch, key head) groups for 8 x 132 blocks: 9 partitions of 911 keys.
   const plan::CudaRoute r = plan_for(16, 32, 8, 1, 8192, 128, DType::BFloat16);
   ASSERT_TRUE(std::holds_alternative<route::Vector>(r.plan.kernel)) << r.plan.explain();
   EXPECT_EQ(r.plan.kernel_name, "heed_cuda_vector_bf16");
   EXPECT_EQ(r.merge_kernel_name, "heed_cuda_vector_merge_bf16");
-  EXPECT_EQ(r.vector.partitions, 5);
+  EXPECT_EQ(r.vector.partitions, 9);
   EXPECT_EQ(r.vector.lanes_per_key, 16);  // 128 bf16 = 16 chunks of 16 bytes
   EXPECT_EQ(r.vector.row_tile, 4);         // the group's 4 query heads
   EXPECT_EQ(std::get<route::Vector>(r.plan.kernel).passes, 2);
-  EXPECT_EQ(r.plan.scratch_bytes, 16u * 8 * 4 * 5 * 130 * 4);
+  EXPECT_EQ(r.plan.scratch_bytes, 16u * 8 * 4 * 9 * 130 * 4);
   EXPECT_EQ(r.plan.device, Device::cuda(0));
 }
 
 TEST(CudaPlan, LongDecodeOfFewGroupsUsesManyPartitions) {
   const plan::CudaRoute r = plan_for(1, 16, 2, 1, 131072, 256, DType::BFloat16);
   ASSERT_TRUE(std::holds_alternative<route::Vector>(r.plan.kernel));
-  EXPECT_EQ(r.vector.partitions, 264);
+  EXPECT_EQ(r.vector.partitions, 512);
   EXPECT_EQ(r.vector.row_tile, 8);
   EXPECT_EQ(r.vector.row_tiles, 1);
   EXPECT_GE(r.vector.keys_per_partition, 256);
 }
 
 TEST(CudaPlan, ManyGroupsNeedNoMerge) {
-  const plan::CudaRoute r = plan_for(128, 32, 8, 1, 4096, 128, DType::Float16);
+  const plan::CudaRoute r = plan_for(256, 32, 8, 1, 4096, 128, DType::Float16);
   EXPECT_EQ(r.vector.partitions, 1);
   EXPECT_EQ(std::get<route::Vector>(r.plan.kernel).passes, 1);
   EXPECT_EQ(r.plan.scratch_bytes, 0u);
