@@ -195,6 +195,121 @@ __device__ __forceinline__ void compute_step(const VectorArgs& a, const RowInfo*
   }
 }
 
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// The same step when the tile's R × U scores fit the key group's lanes (R × U <= L): the
+// partial dot products are reduced by a transposing butterfly (R·U − 1 shuffles instead of
+// R·U·log2 L), after which each lane owns one (row, key) score, so masks and exponentials are
+// computed once per score instead of once per lane. `owner_stride` lanes share each score.
+template <typename T, int C, int R, int U>
+__device__ __forceinline__ void compute_step_owned(const VectorArgs& a, const RowInfo* rows, std::int64_t b,
+                                                   std::int64_t j0, std::int64_t key_end, int L, int lane,
+                                                   const float (&q)[R][C][16 / sizeof(T)], const uint4 (&k_raw)[U][C],
+                                                   const uint4 (&v_raw)[U][C], float (&m)[R], float& l_own,
+                                                   float (&acc)[R][C][16 / sizeof(T)]) {
+  constexpr int E = 16 / sizeof(T);
+  constexpr int N = R * U;
+  const Geometry& g = a.g;
+  float s[N];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) s[r * U + u] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const float kv = chunk_element<T>(k_raw[u][c], e);
+#pragma unroll
+        for (int r = 0; r < R; ++r) s[r * U + u] = fmaf(q[r][c][e], kv, s[r * U + u]);
+      }
+    }
+  }
+  // Transposing butterfly: at each level a lane keeps half of its values and adds its
+  // partner's copy of that half; the top lane bit in use selects the upper half.
+  int offset = L >> 1;
+  int own = 0;  // flattened index (row × U + key) of the score this lane ends with
+#pragma unroll
+  for (int count = N; count > 1; count >>= 1) {
+    const int half = count / 2;
+    const bool upper = (lane & offset) != 0;
+#pragma unroll
+    for (int i = 0; i < half; ++i) {
+      const float send = upper ? s[i] : s[i + half];
+      const float keep = upper ? s[i + half] : s[i];
+      s[i] = keep + __shfl_xor_sync(0xffffffffu, send, offset);
+    }
+    if (upper) own += half;
+    offset >>= 1;
+  }
+  for (; offset > 0; offset >>= 1) s[0] += __shfl_xor_sync(0xffffffffu, s[0], offset);
+  const int stride = L / N;  // lanes holding the same score
+  const int group_base = lane & ~(L - 1);
+  const int own_row = own / U;
+  const std::int64_t j = j0 + own % U;
+
+  RowInfo info = rows[own_row];
+  const bool visible = info.valid && j < key_end && j >= info.begin && j < info.end;
+  float score = visible ? s[0] : -INFINITY;
+  if (visible && g.mask.kind != MaskType::None) score += mask_term(g.mask, b, info.head, info.position, j) * kLog2e;
+  // The row's maximum over its U keys (lanes `stride` apart), then every row's to every lane.
+  float row_max = score;
+#pragma unroll
+  for (int x = 1; x < U; x <<= 1) row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, x * stride));
+  float alpha[R];
+  float m_own = 0.0f, alpha_own = 1.0f;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const float step_max = __shfl_sync(0xffffffffu, row_max, group_base + r * U * stride);
+    const float m_new = fmaxf(m[r], step_max);
+    alpha[r] = m_new == -INFINITY ? 1.0f : fast_exp2(m[r] - m_new);
+    m[r] = m_new;
+    if (r == own_row) {
+      m_own = m_new;
+      alpha_own = alpha[r];
+    }
+  }
+  const float p = m_own == -INFINITY ? 0.0f : fast_exp2(score - m_own);
+  l_own = l_own * alpha_own + p;
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int c = 0; c < C; ++c)
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[r][c][e] *= alpha[r];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    float p_key[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) p_key[r] = __shfl_sync(0xffffffffu, p, group_base + (r * U + u) * stride);
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const float vv = chunk_element<T>(v_raw[u][c], e);
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r][c][e] = fmaf(p_key[r], vv, acc[r][c][e]);
+      }
+    }
+  }
+}
+
+// Each row's sum over the lanes that own its scores (after compute_step_owned), to every lane.
+template <int R, int U>
+__device__ __forceinline__ void gather_row_sums(float l_own, int L, int lane, float (&l)[R]) {
+  constexpr int N = R * U;
+  const int stride = L / N;
+  const int group_base = lane & ~(L - 1);
+#pragma unroll
+  for (int x = 1; x < U; x <<= 1) l_own += __shfl_xor_sync(0xffffffffu, l_own, x * stride);
+#pragma unroll
+  for (int r = 0; r < R; ++r) l[r] = __shfl_sync(0xffffffffu, l_own, group_base + r * U * stride);
+}
+
 // Resident blocks per SM the register budget is cut for (ptxas, sm_90a: no spills; 4 blocks
 // would fit the shared memory but spill at 128 registers).
 template <int R, int C>
@@ -295,6 +410,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
   const std::int64_t step = std::int64_t(key_groups) * U;
   const std::int64_t group_offset = std::int64_t(key_group) * U;
   const std::int64_t steps = key_begin < key_end ? (key_end - key_begin + step - 1) / step : 0;
+  const bool owned = R * U <= L;  // each lane owns one score: see compute_step_owned
+  float l_own = 0.0f;
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {
     if (i < steps) {
@@ -322,9 +439,17 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
     } else {
       commit_async();
     }
-    compute_step<T, C, R, U>(a, rows, b, key_begin + i * step + group_offset, key_end, L, q, k_raw, v_raw, m, l, acc);
+    // The planner gives several rows per tile only where R × U <= L; one row may have fewer lanes.
+    if (R > 1 || owned) {
+      compute_step_owned<T, C, R, U>(a, rows, b, key_begin + i * step + group_offset, key_end, L, lane, q, k_raw, v_raw,
+                                     m, l_own, acc);
+    } else {
+      compute_step<T, C, R, U>(a, rows, b, key_begin + i * step + group_offset, key_end, L, q, k_raw, v_raw, m, l,
+                               acc);
+    }
   }
   wait_async<0>();
+  if (R > 1 || owned) gather_row_sums<R, U>(l_own, L, lane, l);
 
   merge_key_groups<C, R, E>(m, l, acc, L);
   __syncthreads();  // the ring becomes warp_acc

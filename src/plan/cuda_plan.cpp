@@ -71,8 +71,12 @@ std::optional<VectorFit> fit_vector(const Problem& p, std::size_t& min_cap, std:
   s.chunks_per_lane = static_cast<int>(pow2_ceil(ceil_div(chunks, s.lanes_per_key)));
   s.rows = p.group() * p.q_len;
   int tile = 1;
+  // Rows per tile: within the register budget, and at most lanes_per_key / keys_per_step, so
+  // that every score of a step has its own lane (the kernel's transposed reduction).
+  const int keys_per_step = vector_keys_per_step(s.chunks_per_lane);
   while (tile < kVectorMaxRowTile && tile < s.rows &&
-         2 * tile * s.chunks_per_lane * s.elems_per_chunk <= kVectorRegisterFloats) {
+         2 * tile * s.chunks_per_lane * s.elems_per_chunk <= kVectorRegisterFloats &&
+         2 * tile * keys_per_step <= s.lanes_per_key) {
     tile *= 2;
   }
   s.row_tile = tile;
