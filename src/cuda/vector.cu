@@ -201,6 +201,26 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
+// Transposing butterfly over `Count` values (a compile-time recursion, so every index is a
+// constant and the values stay in registers): a lane keeps half of its values and adds its
+// partner's copy of that half; the lane bit `offset` selects the upper half.
+template <int N, int Count>
+__device__ __forceinline__ void transpose_reduce(float (&s)[N], int lane, int& offset, int& own) {
+  if constexpr (Count > 1) {
+    constexpr int kHalf = Count / 2;
+    const bool upper = (lane & offset) != 0;
+#pragma unroll
+    for (int i = 0; i < kHalf; ++i) {
+      const float send = upper ? s[i] : s[i + kHalf];
+      const float keep = upper ? s[i + kHalf] : s[i];
+      s[i] = keep + __shfl_xor_sync(0xffffffffu, send, offset);
+    }
+    if (upper) own += kHalf;
+    offset >>= 1;
+    transpose_reduce<N, kHalf>(s, lane, offset, own);
+  }
+}
+
 // The same step when the tile's R × U scores fit the key group's lanes (R × U <= L): the
 // partial dot products are reduced by a transposing butterfly (R·U − 1 shuffles instead of
 // R·U·log2 L), after which each lane owns one (row, key) score, so masks and exponentials are
@@ -229,23 +249,9 @@ __device__ __forceinline__ void compute_step_owned(const VectorArgs& a, const Ro
       }
     }
   }
-  // Transposing butterfly: at each level a lane keeps half of its values and adds its
-  // partner's copy of that half; the top lane bit in use selects the upper half.
   int offset = L >> 1;
   int own = 0;  // flattened index (row × U + key) of the score this lane ends with
-#pragma unroll
-  for (int count = N; count > 1; count >>= 1) {
-    const int half = count / 2;
-    const bool upper = (lane & offset) != 0;
-#pragma unroll
-    for (int i = 0; i < half; ++i) {
-      const float send = upper ? s[i] : s[i + half];
-      const float keep = upper ? s[i + half] : s[i];
-      s[i] = keep + __shfl_xor_sync(0xffffffffu, send, offset);
-    }
-    if (upper) own += half;
-    offset >>= 1;
-  }
+  transpose_reduce<N, N>(s, lane, offset, own);
   for (; offset > 0; offset >>= 1) s[0] += __shfl_xor_sync(0xffffffffu, s[0], offset);
   const int stride = L / N;  // lanes holding the same score
   const int group_base = lane & ~(L - 1);
