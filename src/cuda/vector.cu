@@ -124,6 +124,29 @@ __device__ __forceinline__ void issue_step(const VectorArgs& a, uint4* ring, int
   commit_async();
 }
 
+// The wide path of issue_step with its addresses carried from step to step: `k_lane[c]` points
+// at this lane's chunk c of key j0's K row (bytes). Only a step that runs past the block's keys
+// clamps its rows.
+template <int C, int U>
+__device__ __forceinline__ void issue_step_wide(unsigned ring_stage, const char* const (&k_lane)[C],
+                                                const char* const (&v_lane)[C], std::int64_t k_row_bytes,
+                                                std::int64_t v_row_bytes, std::int64_t j0, std::int64_t key_end) {
+  constexpr unsigned kSlot = kThreads * 16;  // bytes between two chunks of one thread
+  // Rows past the block's keys (the last step only) read the last row: row = min(u, last).
+  const int last = static_cast<int>(min(key_end - 1 - j0, std::int64_t{U - 1}));
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const std::int64_t row = min(u, last);
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      const unsigned slot = ring_stage + static_cast<unsigned>((u * C + c) * 2) * kSlot;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(slot), "l"(k_lane[c] + row * k_row_bytes));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(slot + kSlot), "l"(v_lane[c] + row * v_row_bytes));
+    }
+  }
+  commit_async();
+}
+
 // Scores of one step's keys for the tile's rows, masks, then the online softmax into (m, l, acc).
 template <typename T, int C, int R, int U>
 __device__ __forceinline__ void compute_step(const VectorArgs& a, const RowInfo* rows, std::int64_t b, std::int64_t j0,
@@ -225,9 +248,14 @@ __device__ __forceinline__ void transpose_reduce(float (&s)[N], int lane, int& o
 // partial dot products are reduced by a transposing butterfly (R·U − 1 shuffles instead of
 // R·U·log2 L), after which each lane owns one (row, key) score, so masks and exponentials are
 // computed once per score instead of once per lane. `owner_stride` lanes share each score.
+// The keys [lo, hi) the lane's own row sees in this block, and the row's head and position.
+struct OwnRow {
+  std::int64_t lo, hi, head, position;
+};
+
 template <typename T, int C, int R, int U>
-__device__ __forceinline__ void compute_step_owned(const VectorArgs& a, const RowInfo* rows, std::int64_t b,
-                                                   std::int64_t j0, std::int64_t key_end, int L, int lane,
+__device__ __forceinline__ void compute_step_owned(const VectorArgs& a, const OwnRow& own_row_info, std::int64_t b,
+                                                   std::int64_t j0, int L, int lane,
                                                    const float (&q)[R][C][16 / sizeof(T)], const uint4 (&k_raw)[U][C],
                                                    const uint4 (&v_raw)[U][C], float (&m)[R], float& l_own,
                                                    float (&acc)[R][C][16 / sizeof(T)]) {
@@ -258,10 +286,11 @@ __device__ __forceinline__ void compute_step_owned(const VectorArgs& a, const Ro
   const int own_row = own / U;
   const std::int64_t j = j0 + own % U;
 
-  RowInfo info = rows[own_row];
-  const bool visible = info.valid && j < key_end && j >= info.begin && j < info.end;
+  const bool visible = j >= own_row_info.lo && j < own_row_info.hi;
   float score = visible ? s[0] : -INFINITY;
-  if (visible && g.mask.kind != MaskType::None) score += mask_term(g.mask, b, info.head, info.position, j) * kLog2e;
+  if (visible && g.mask.kind != MaskType::None) {
+    score += mask_term(g.mask, b, own_row_info.head, own_row_info.position, j) * kLog2e;
+  }
   // The row's maximum over its U keys (lanes `stride` apart), then every row's to every lane.
   float row_max = score;
 #pragma unroll
@@ -418,41 +447,76 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
   const std::int64_t steps = key_begin < key_end ? (key_end - key_begin + step - 1) / step : 0;
   const bool owned = R * U <= L;  // each lane owns one score: see compute_step_owned
   float l_own = 0.0f;
+  // The row whose scores this lane owns after the transposed reduction (lane / (L / (R·U))).
+  OwnRow own_row{0, 0, 0, 0};
+  if (R > 1 || owned) {
+    const RowInfo info = rows[(sub / (L / (R * U))) / U];
+    if (info.valid) own_row = {max(info.begin, key_begin), min(info.end, key_end), info.head, info.position};
+  }
+  // Wide path: this lane's byte addresses of its first key's chunks, advanced a step at a time.
+  const std::int64_t k_row_bytes = a.k_strides.s[2] * std::int64_t(sizeof(T));
+  const std::int64_t v_row_bytes = a.v_strides.s[2] * std::int64_t(sizeof(T));
+  const char* k_lane[C];
+  const char* v_lane[C];
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    k_lane[c] = reinterpret_cast<const char*>(k_base + k_off[c]) + (key_begin + group_offset) * k_row_bytes;
+    v_lane[c] = reinterpret_cast<const char*>(v_base + v_off[c]) + (key_begin + group_offset) * v_row_bytes;
+  }
+  const std::int64_t k_step_bytes = step * k_row_bytes, v_step_bytes = step * v_row_bytes;
+  constexpr unsigned kStageBytes = U * C * 2 * kThreads * 16;
+  const auto ring_lane = static_cast<unsigned>(__cvta_generic_to_shared(ring + threadIdx.x));
+  const int step_count = static_cast<int>(steps);
+  std::int64_t issue_j0 = key_begin + group_offset;  // this key group's first key of the next issued step
+  const auto issue = [&](int stage) {
+    if (a.wide_loads) {
+      issue_step_wide<C, U>(ring_lane + stage * kStageBytes, k_lane, v_lane, k_row_bytes, v_row_bytes, issue_j0,
+                            key_end);
+#pragma unroll
+      for (int c = 0; c < C; ++c) {
+        k_lane[c] += k_step_bytes;
+        v_lane[c] += v_step_bytes;
+      }
+    } else {
+      issue_step<T, C, U>(a, ring, stage, k_base, v_base, issue_j0, key_end, k_off, v_off, L, sub);
+    }
+    issue_j0 += step;
+  };
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {
-    if (i < steps) {
-      issue_step<T, C, U>(a, ring, i, k_base, v_base, key_begin + i * step + group_offset, key_end, k_off, v_off, L,
-                          sub);
+    if (i < step_count) {
+      issue(i);
     } else {
       commit_async();
     }
   }
-  for (std::int64_t i = 0; i < steps; ++i) {
+  int read_stage = 0, write_stage = kStages - 1;
+  std::int64_t j0 = key_begin + group_offset;
+  for (int i = 0; i < step_count; ++i) {
     wait_async<kStages - 2>();
-    const int stage = static_cast<int>(i % kStages);
     uint4 k_raw[U][C], v_raw[U][C];
+    const uint4* slots = ring + read_stage * (kStageBytes / 16) + threadIdx.x;
 #pragma unroll
     for (int u = 0; u < U; ++u)
 #pragma unroll
       for (int c = 0; c < C; ++c) {
-        k_raw[u][c] = *ring_slot<U, C>(ring, stage, u, c, 0);
-        v_raw[u][c] = *ring_slot<U, C>(ring, stage, u, c, 1);
+        k_raw[u][c] = slots[((u * C + c) * 2) * kThreads];
+        v_raw[u][c] = slots[((u * C + c) * 2 + 1) * kThreads];
       }
-    const std::int64_t ahead = i + kStages - 1;
-    if (ahead < steps) {
-      issue_step<T, C, U>(a, ring, static_cast<int>(ahead % kStages), k_base, v_base,
-                          key_begin + ahead * step + group_offset, key_end, k_off, v_off, L, sub);
+    if (i + kStages - 1 < step_count) {
+      issue(write_stage);
     } else {
       commit_async();
     }
+    read_stage = read_stage == kStages - 1 ? 0 : read_stage + 1;
+    write_stage = write_stage == kStages - 1 ? 0 : write_stage + 1;
     // The planner gives several rows per tile only where R × U <= L; one row may have fewer lanes.
     if (R > 1 || owned) {
-      compute_step_owned<T, C, R, U>(a, rows, b, key_begin + i * step + group_offset, key_end, L, lane, q, k_raw, v_raw,
-                                     m, l_own, acc);
+      compute_step_owned<T, C, R, U>(a, own_row, b, j0, L, lane, q, k_raw, v_raw, m, l_own, acc);
     } else {
-      compute_step<T, C, R, U>(a, rows, b, key_begin + i * step + group_offset, key_end, L, q, k_raw, v_raw, m, l,
-                               acc);
+      compute_step<T, C, R, U>(a, rows, b, j0, key_end, L, q, k_raw, v_raw, m, l, acc);
     }
+    j0 += step;
   }
   wait_async<0>();
   if (R > 1 || owned) gather_row_sums<R, U>(l_own, L, lane, l);
