@@ -349,6 +349,8 @@ Result run_case(const cases::Case& c, const Options& options) {
   result.kernel_name = plan.kernel_name;
   result.workers = plan.workers;
   result.scratch_bytes = plan.scratch_bytes;
+  result.on_amx = std::any_of(plan.reasons.begin(), plan.reasons.end(),
+                              [](const std::string& reason) { return reason.rfind("AMX tiles", 0) == 0; });
   Buffer heed_out = allocate(c.dtype, Shape{c.batch, c.q_heads, c.q_len, c.value_dim});
   DeviceOutput out(heed_out, options.device);
   result.median_ms = median_ms(options.device, options.reps, [&] {
@@ -365,6 +367,7 @@ Result run_case(const cases::Case& c, const Options& options) {
 std::string describe_ceilings(const CpuCeilings& c) {
   return "ceilings: " + std::to_string(c.threads) + " threads, " + c.isa +
          format(" kernels, float32 FMA peak %.1f GFLOP/s, ", c.fma_gflops) +
+         (c.amx_gflops > 0 ? format("bfloat16 AMX peak %.1f GFLOP/s, ", c.amx_gflops) : std::string()) +
          format("copy %.1f GB/s (read + write)", c.copy_gbytes);
 }
 
@@ -418,6 +421,9 @@ std::string to_json(const Result& r) {
        << ", \"peak_gflops\": " << json_number(r.ceilings ? std::optional(r.ceilings->fma_gflops) : std::nullopt)
        << ", \"copy_gbytes_per_s\": "
        << json_number(r.ceilings ? std::optional(r.ceilings->copy_gbytes) : std::nullopt)
+       << ", \"amx_peak_gflops\": "
+       << json_number(r.ceilings && r.ceilings->amx_gflops > 0 ? std::optional(r.ceilings->amx_gflops) : std::nullopt)
+       << ", \"on_amx\": " << (r.on_amx ? "true" : "false")
        << ", \"roofline_fraction\": " << json_number(r.roofline) << "}";
   return json.str();
 }
@@ -448,8 +454,13 @@ void run_suite(const std::vector<cases::Case>& suite, const Options& options, bo
     try {
       Result result = run_case(suite[i], options);
       result.ceilings = ceilings;
+      // Matrix work on the AMX tiles is measured against their bfloat16 rate (a float16 product
+      // takes three tile products there), everything else against the FMA peak; on a GPU only the
+      // memory-bound cases have a ceiling (the card's copy bandwidth).
       if (result.c.memory_bound()) {
         result.roofline = result.gbytes / ceilings.copy_gbytes;
+      } else if (result.on_amx && ceilings.amx_gflops > 0) {
+        result.roofline = result.gflops / ceilings.amx_gflops;
       } else if (ceilings.fma_gflops > 0) {
         result.roofline = result.gflops / ceilings.fma_gflops;
       }

@@ -38,9 +38,11 @@ struct Result {
   std::optional<double> max_abs_diff;  // auto route vs composed route
   std::string composed_note;           // why the comparison is missing, when it is
   // The machine's ceilings measured in the same run, and the figure's fraction of its own:
-  // GFLOP/s over the FMA peak, or GB/s over the copy bandwidth where memory bound.
+  // GFLOP/s over the FMA peak (the AMX bfloat16 peak where the plan runs on the tiles), or
+  // GB/s over the copy bandwidth where memory bound.
   std::optional<CpuCeilings> ceilings;
   std::optional<double> roofline;
+  bool on_amx = false;  // the plan runs its matrix work on the AMX tiles
 };
 
 // "tiled(block_q=64, block_k=128)", "vector(passes=2, blocks=16, dispatches=2)", "composed".

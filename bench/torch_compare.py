@@ -62,6 +62,24 @@ def torch_time(torch, record, reps):
     return statistics.median(times) * 1e3, "; ".join(notes)
 
 
+def distinct_cores(count):
+    """`count` CPUs of this process's affinity, one per physical core first (hyperthread
+    siblings last), so that heed and PyTorch run on the same cores, not on shared ones."""
+    cpus = sorted(os.sched_getaffinity(0))
+    seen, first, rest = set(), [], []
+    for cpu in cpus:
+        try:
+            with open(f"/sys/devices/system/cpu/cpu{cpu}/topology/core_id") as f:
+                core = f.read().strip()
+            with open(f"/sys/devices/system/cpu/cpu{cpu}/topology/physical_package_id") as f:
+                core = f.read().strip() + ":" + core
+        except OSError:
+            core = str(cpu)
+        (rest if core in seen else first).append(cpu)
+        seen.add(core)
+    return (first + rest)[:count]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--heed", required=True, help="path to the heed binary")
@@ -74,12 +92,18 @@ def main():
     except ImportError:
         print("torch_compare: PyTorch is not importable here; nothing to compare", file=sys.stderr)
         return 2
-    torch.set_num_threads(args.threads)
+    # Both run pinned to the same cores: the heed process inherits this affinity.
+    cores = distinct_cores(args.threads)
+    os.sched_setaffinity(0, cores)
+    torch.set_num_threads(len(cores))
     records = heed_records(args.heed, args.threads, args.case, args.reps)
-    print(f"# {args.threads} threads, PyTorch {torch.__version__}, median of {args.reps}")
+    print(f"# {len(cores)} threads pinned to CPUs {cores}, PyTorch {torch.__version__}, median of {args.reps}")
     if records and "peak_gflops" in records[0]:
+        amx = records[0].get("amx_peak_gflops")
+        amx_text = f"bfloat16 AMX peak {amx:.1f} GFLOP/s, " if amx else ""
         print(f"# heed's ceilings in the same run: float32 FMA peak {records[0]['peak_gflops']:.1f} GFLOP/s, "
-              f"copy {records[0]['copy_gbytes_per_s']:.1f} GB/s")
+              f"{amx_text}copy {records[0]['copy_gbytes_per_s']:.1f} GB/s ('of peak': of the AMX peak for "
+              f"cases on the tiles, else of the FMA peak or the copy bandwidth)")
     print(f"{'case':24s} {'heed ms':>10s} {'torch ms':>10s} {'torch/heed':>10s} {'heed rate':>16s} {'of peak':>8s} "
           f"{'torch rate':>16s}  note")
     for record in records:

@@ -1,7 +1,12 @@
 #include "core/cpu_info.hpp"
 
 #include <sched.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include <cstdlib>
 #include <fstream>
@@ -54,12 +59,37 @@ std::size_t cache_bytes(int level, std::size_t fallback) {
   return bytes;
 }
 
+// AMX-TILE and AMX-BF16 (with AVX512-BF16 for the conversions) in cpuid, their state
+// enabled in XCR0, and Linux's permission to use it granted to this process (arch_prctl
+// ARCH_REQ_XCOMP_PERM, once, process-wide).
+bool amx_usable() {
+#if defined(HEED_AMX_EMULATION)
+  // A test build: the tiles are modelled in C++ (src/cpu/amx_tiles.hpp); the kernel's own
+  // conversions still need AVX512-BF16.
+  return __builtin_cpu_supports("avx512bf16");
+#elif defined(__x86_64__) && defined(SYS_arch_prctl)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d) == 0 || !((a >> 5) & 1u)) return false;  // AVX512-BF16
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+  const bool amx_bf16 = (d >> 22) & 1u, amx_tile = (d >> 24) & 1u;
+  if (!amx_bf16 || !amx_tile || !((c >> 27) & 1u) /* OSXSAVE */) return false;
+  unsigned xcr0_low = 0, xcr0_high = 0;
+  __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+  if (((xcr0_low >> 17) & 3u) != 3u) return false;  // XTILECFG and XTILEDATA
+  constexpr long kRequestPermission = 0x1023;         // ARCH_REQ_XCOMP_PERM
+  constexpr long kTileData = 18;                      // XFEATURE_XTILEDATA
+  return syscall(SYS_arch_prctl, kRequestPermission, kTileData) == 0;
+#else
+  return false;
+#endif
+}
+
 CpuIsa best_isa() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
-    return CpuIsa::Avx512;
+    return amx_usable() ? CpuIsa::Amx : CpuIsa::Avx512;
   }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return CpuIsa::Avx2;
 #endif
@@ -70,7 +100,7 @@ CpuIsa chosen_isa() {
   const CpuIsa best = best_isa();
   const char* value = std::getenv("HEED_CPU_ISA");
   if (value == nullptr) return best;
-  for (CpuIsa isa : {CpuIsa::Generic, CpuIsa::Avx2, CpuIsa::Avx512}) {
+  for (CpuIsa isa : {CpuIsa::Generic, CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Amx}) {
     if (std::string(value) == to_string(isa)) return isa < best ? isa : best;
   }
   return best;
@@ -83,6 +113,7 @@ const char* to_string(CpuIsa isa) {
     case CpuIsa::Generic: return "generic";
     case CpuIsa::Avx2: return "avx2";
     case CpuIsa::Avx512: return "avx512";
+    case CpuIsa::Amx: return "amx";
   }
   return "unknown";
 }

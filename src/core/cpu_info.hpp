@@ -5,12 +5,14 @@
 
 namespace heed {
 
-// Instruction sets the fused CPU kernels are built for, best last.
-enum class CpuIsa { Generic, Avx2, Avx512 };
+// Instruction sets the fused CPU kernels are built for, best last. Amx is AVX-512 plus the
+// AMX tiles with bfloat16 (the OS granted their state): the bfloat16 tiled kernel runs its
+// matrix work on the tiles; everything else runs the AVX-512 kernels.
+enum class CpuIsa { Generic, Avx2, Avx512, Amx };
 const char* to_string(CpuIsa isa);
 
 struct CpuInfo {
-  // The best the CPU runs, lowered by HEED_CPU_ISA=generic|avx2|avx512 when set.
+  // The best the CPU runs, lowered by HEED_CPU_ISA=generic|avx2|avx512|amx when set.
   CpuIsa isa = CpuIsa::Generic;
   int threads = 1;              // HEED_NUM_THREADS, else the cores this process may run on
   std::size_t l1d_bytes = 0;    // per core

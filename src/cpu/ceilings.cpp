@@ -20,15 +20,15 @@ constexpr int kFmaRepeats = 3;  // the best window: a shared machine lowers some
 constexpr std::size_t kCopyBytes = std::size_t{256} << 20;
 constexpr int kCopyRepeats = 3;
 
-// Every thread runs FMA chains until a common deadline; FLOPs over the window.
-double measure_fma(int threads) {
+// Every thread runs `chains` until a common deadline; FLOPs over the window.
+double measure_rate(int threads, double (*chains)(std::int64_t)) {
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::duration<double>(kFmaSeconds);
   std::mutex mutex;
   double flops = 0;
   cpu::parallel_for(threads, threads, [&](std::int64_t, int) {
     double done = 0;
-    while (Clock::now() < deadline) done += cpu::run_fma_chains(1 << 16);
+    while (Clock::now() < deadline) done += chains(1 << 16);
     std::lock_guard lock(mutex);
     flops += done;
   });
@@ -65,7 +65,12 @@ CpuCeilings measure_cpu_ceilings() {
   ceilings.threads = cpu.threads;
   ceilings.isa = to_string(cpu.isa);
   for (int repeat = 0; repeat < kFmaRepeats; ++repeat) {
-    ceilings.fma_gflops = std::max(ceilings.fma_gflops, measure_fma(cpu.threads));
+    ceilings.fma_gflops = std::max(ceilings.fma_gflops, measure_rate(cpu.threads, cpu::run_fma_chains));
+  }
+  if (cpu.isa == CpuIsa::Amx) {
+    for (int repeat = 0; repeat < kFmaRepeats; ++repeat) {
+      ceilings.amx_gflops = std::max(ceilings.amx_gflops, measure_rate(cpu.threads, cpu::run_amx_chains));
+    }
   }
   ceilings.copy_gbytes = measure_copy(cpu.threads);
   return ceilings;

@@ -15,9 +15,15 @@ HEED_DECLARE_ISA(generic)
 HEED_DECLARE_ISA(avx2)
 HEED_DECLARE_ISA(avx512)
 #undef HEED_DECLARE_ISA
+namespace amx {
+void run_tiled_kernel(const AttentionParams&, const plan::CpuRoute&, std::byte*);
+double matrix_chains(std::int64_t steps);
+}
 
 void run_tiled(const AttentionParams& params, const plan::CpuRoute& route, std::byte* scratch) {
+  if (route.amx.on) return amx::run_tiled_kernel(params, route, scratch);
   switch (cpu_info().isa) {
+    case CpuIsa::Amx:
     case CpuIsa::Avx512: return avx512::run_tiled_kernel(params, route, scratch);
     case CpuIsa::Avx2: return avx2::run_tiled_kernel(params, route, scratch);
     case CpuIsa::Generic: return generic::run_tiled_kernel(params, route, scratch);
@@ -26,6 +32,7 @@ void run_tiled(const AttentionParams& params, const plan::CpuRoute& route, std::
 
 void run_vector(const AttentionParams& params, const plan::CpuRoute& route, std::byte* scratch) {
   switch (cpu_info().isa) {
+    case CpuIsa::Amx:
     case CpuIsa::Avx512: return avx512::run_vector_kernel(params, route, scratch);
     case CpuIsa::Avx2: return avx2::run_vector_kernel(params, route, scratch);
     case CpuIsa::Generic: return generic::run_vector_kernel(params, route, scratch);
@@ -34,11 +41,16 @@ void run_vector(const AttentionParams& params, const plan::CpuRoute& route, std:
 
 double run_fma_chains(std::int64_t steps) {
   switch (cpu_info().isa) {
+    case CpuIsa::Amx:
     case CpuIsa::Avx512: return avx512::fma_chains(steps);
     case CpuIsa::Avx2: return avx2::fma_chains(steps);
     case CpuIsa::Generic: return generic::fma_chains(steps);
   }
   return 0;
+}
+
+double run_amx_chains(std::int64_t steps) {
+  return cpu_info().isa == CpuIsa::Amx ? amx::matrix_chains(steps) : 0.0;
 }
 
 }  // namespace heed::cpu

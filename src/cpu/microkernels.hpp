@@ -87,8 +87,27 @@ struct F16 {
 
 typedef std::int32_t vec_int __attribute__((vector_size(HEED_VECTOR_BYTES)));
 
-// exp(x) on every lane, branch-free, within 2 ulp on [-87.3, 88.3]; 0 below (so
-// exp(-inf) = 0), +inf above, NaN kept.
+// exp(x) on every lane, branch-free: 0 far below (so exp(-inf) = 0), +inf above, NaN kept.
+#if defined(__AVX512F__)
+// AVX-512: 2^(x·log2 e) with the exponent applied by vscalefps, which also handles underflow
+// and overflow; within 2e-7 relative.
+[[gnu::always_inline]] inline vec fast_exp(vec x) {
+  __m512 t = _mm512_mul_ps(std::bit_cast<__m512>(x), _mm512_set1_ps(kLog2e));
+  t = _mm512_max_ps(_mm512_set1_ps(-160.0f), t);  // min and max return the second operand
+  t = _mm512_min_ps(_mm512_set1_ps(160.0f), t);   // when either is NaN: NaN is kept
+  const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(t, n);  // [-0.5, 0.5]
+  __m512 poly = _mm512_set1_ps(1.5403530393381608e-4f);
+  poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(1.3333558146428443e-3f));
+  poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(9.6181291076284772e-3f));
+  poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(5.5504108664821580e-2f));
+  poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(2.4022650695910071e-1f));
+  poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(6.9314718055994531e-1f));
+  poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(1.0f));
+  return std::bit_cast<vec>(_mm512_scalef_ps(poly, n));
+}
+#else
+// Within 2 ulp on [-87.3, 88.3].
 [[gnu::always_inline]] inline vec fast_exp(vec x) {
   vec clamped = x < kExpUnderflow ? vec{} + kExpUnderflow : x;
   clamped = clamped > kExpOverflow ? vec{} + kExpOverflow : clamped;
@@ -111,6 +130,7 @@ typedef std::int32_t vec_int __attribute__((vector_size(HEED_VECTOR_BYTES)));
   result = x > kExpOverflow ? vec{} + __builtin_inff() : result;
   return x != x ? x : result;
 }
+#endif
 
 // The same for one value (row corrections, merges and tails).
 inline float fast_exp(float x) { return fast_exp(vec{} + x)[0]; }
@@ -122,6 +142,38 @@ inline void widen_row(const T* src, std::int64_t count, float* dst) {
   for (; e + kVectorLanes <= count; e += kVectorLanes) store(dst + e, load(src + e));
   for (; e < count; ++e) dst[e] = to_float(src[e]);
 }
+
+#if defined(__AVX512F__)
+// dst[c * ldd + r] = src[r * lds + c] for a 16 × 16 block of floats: unpacks within 128-bit
+// lanes, then the lanes gathered across groups of four rows.
+inline void transpose16(const float* src, std::int64_t lds, float* dst, std::int64_t ldd) {
+  __m512 rows[16], t[16];
+  for (int r = 0; r < 16; ++r) rows[r] = _mm512_loadu_ps(src + r * lds);
+  for (int r = 0; r < 16; r += 2) {
+    t[r] = _mm512_unpacklo_ps(rows[r], rows[r + 1]);
+    t[r + 1] = _mm512_unpackhi_ps(rows[r], rows[r + 1]);
+  }
+  for (int r = 0; r < 16; r += 4) {
+    const __m512d a = _mm512_castps_pd(t[r]), b = _mm512_castps_pd(t[r + 1]);
+    const __m512d c = _mm512_castps_pd(t[r + 2]), d = _mm512_castps_pd(t[r + 3]);
+    rows[r] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    rows[r + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    rows[r + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    rows[r + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  // rows[4q + k], 128-bit lane L: column 4L + k of rows 4q .. 4q + 3.
+  for (int k = 0; k < 4; ++k) {
+    const __m512 a = _mm512_shuffle_f32x4(rows[k], rows[4 + k], 0x88);
+    const __m512 b = _mm512_shuffle_f32x4(rows[k], rows[4 + k], 0xdd);
+    const __m512 c = _mm512_shuffle_f32x4(rows[8 + k], rows[12 + k], 0x88);
+    const __m512 d = _mm512_shuffle_f32x4(rows[8 + k], rows[12 + k], 0xdd);
+    _mm512_storeu_ps(dst + k * ldd, _mm512_shuffle_f32x4(a, c, 0x88));
+    _mm512_storeu_ps(dst + (8 + k) * ldd, _mm512_shuffle_f32x4(a, c, 0xdd));
+    _mm512_storeu_ps(dst + (4 + k) * ldd, _mm512_shuffle_f32x4(b, d, 0x88));
+    _mm512_storeu_ps(dst + (12 + k) * ldd, _mm512_shuffle_f32x4(b, d, 0xdd));
+  }
+}
+#endif
 
 // The largest of s[0..count).
 inline float max_of(const float* s, std::int64_t count) {
@@ -158,8 +210,8 @@ inline float exp_shifted(float* s, std::int64_t count, float shift) {
 // The one GEMM register block: C[R × P vectors] (=|+=) A[R × n] · B[n × P vectors], A's rows
 // lda apart (its columns contiguous), B's rows ldb apart, C's rows ldc apart. Scores are
 // Q·Kᵀ with Kᵀ stored [D × ldk]; the value update is P·V into the accumulators.
-template <int R, int P, bool Accumulate>
-[[gnu::always_inline]] inline void gemm_block(const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+template <int R, int P, bool Accumulate, typename T>
+[[gnu::always_inline]] inline void gemm_block(const float* a, std::int64_t lda, const T* b, std::int64_t ldb,
                                               std::int64_t n, float* c, std::int64_t ldc) {
   vec sum[R][P];
   for (int r = 0; r < R; ++r) {
@@ -212,6 +264,29 @@ template <int R, typename T>
     const vec keys = load(k + d);
     for (int r = 0; r < R; ++r) acc[r] += load(q + r * head_dim + d) * keys;
   }
+#if defined(__AVX512F__)
+  if constexpr (R == 4) {
+    // The four lane sums at once: pairs of rows interleaved and added, then the four 128-bit
+    // quarters (instead of 4 × 16 dependent scalar additions per key).
+    const __m512 a0 = std::bit_cast<__m512>(acc[0]), a1 = std::bit_cast<__m512>(acc[1]);
+    const __m512 a2 = std::bit_cast<__m512>(acc[2]), a3 = std::bit_cast<__m512>(acc[3]);
+    const __m512 b01 = _mm512_add_ps(_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1));
+    const __m512 b23 = _mm512_add_ps(_mm512_unpacklo_ps(a2, a3), _mm512_unpackhi_ps(a2, a3));
+    const __m512d c0 = _mm512_castps_pd(b01), c1 = _mm512_castps_pd(b23);
+    // Each 128-bit quarter now holds partial sums of rows 0, 1, 2, 3 in order.
+    const __m512 c = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(c0, c1)), _mm512_castpd_ps(_mm512_unpackhi_pd(c0, c1)));
+    const __m256 halves = _mm256_add_ps(_mm512_castps512_ps256(c), _mm512_extractf32x8_ps(c, 1));
+    const __m128 sums = _mm_add_ps(_mm256_castps256_ps128(halves), _mm256_extractf128_ps(halves, 1));
+    alignas(16) float total[4];
+    _mm_store_ps(total, sums);
+    for (int r = 0; r < R; ++r) {
+      float sum = total[r];
+      for (std::int64_t e = d; e < head_dim; ++e) sum += q[r * head_dim + e] * to_float(k[e]);
+      s[r * lds] = sum;
+    }
+    return;
+  }
+#endif
   for (int r = 0; r < R; ++r) {
     float sum = 0.0f;
     for (int lane = 0; lane < kVectorLanes; ++lane) sum += acc[r][lane];
@@ -233,6 +308,25 @@ inline void dot_all_rows(const float* q, std::int64_t rows, std::int64_t head_di
 template <typename T>
 inline void axpy_all_rows(const float* p, std::int64_t ldp, std::int64_t rows, const T* v,
                           std::int64_t value_dim, float* acc) {
+  if (rows <= 4) {  // decode: each value vector read (and widened) once for all rows
+    float weight[4];
+    float* out[4];
+    int active = 0;  // rows with a zero weight skip the key, as below
+    for (std::int64_t row = 0; row < rows; ++row) {
+      if (p[row * ldp] == 0.0f) continue;
+      weight[active] = p[row * ldp];
+      out[active++] = acc + row * value_dim;
+    }
+    std::int64_t d = 0;
+    for (; d + kVectorLanes <= value_dim; d += kVectorLanes) {
+      const vec values = load(v + d);
+      for (int row = 0; row < active; ++row) store(out[row] + d, load(out[row] + d) + weight[row] * values);
+    }
+    for (; d < value_dim; ++d) {
+      for (int row = 0; row < active; ++row) out[row][d] += weight[row] * to_float(v[d]);
+    }
+    return;
+  }
   for (std::int64_t row = 0; row < rows; ++row) {
     const float weight = p[row * ldp];
     if (weight == 0.0f) continue;
@@ -252,36 +346,38 @@ inline void scores_tile(const float* q, std::int64_t rows, std::int64_t head_dim
 }
 
 // The same for one value column (the tail when Dv is not a multiple of 16).
-template <int R>
+template <int R, typename T>
 [[gnu::always_inline]] inline void value_column(const float* p, std::int64_t ldp, std::int64_t count,
-                                                const float* v, std::int64_t ldv, float* acc, std::int64_t lda) {
+                                                const T* v, std::int64_t ldv, float* acc, std::int64_t lda) {
   for (int r = 0; r < R; ++r) {
     float sum = acc[r * lda];
-    for (std::int64_t j = 0; j < count; ++j) sum += p[r * ldp + j] * v[j * ldv];
+    for (std::int64_t j = 0; j < count; ++j) sum += p[r * ldp + j] * to_float(v[j * ldv]);
     acc[r * lda] = sum;
   }
 }
 
 // R rows of the accumulator: wide column blocks, 16-column blocks, then single columns.
-template <int R>
-inline void value_rows(const float* p, std::int64_t ldp, std::int64_t count, const float* v, std::int64_t value_dim,
-                       float* acc) {
+template <int R, typename T>
+inline void value_rows(const float* p, std::int64_t ldp, std::int64_t count, const T* v, std::int64_t ldv,
+                       std::int64_t value_dim, float* acc) {
   constexpr std::int64_t kWideColumns = kWide * kVectorLanes;
   std::int64_t column = 0;
   for (; column + kWideColumns <= value_dim; column += kWideColumns) {
-    gemm_block<R, kWide, true>(p, ldp, v + column, value_dim, count, acc + column, value_dim);
+    gemm_block<R, kWide, true>(p, ldp, v + column, ldv, count, acc + column, value_dim);
   }
   for (; column + kValueBlock <= value_dim; column += kValueBlock) {
-    gemm_block<R, kParts, true>(p, ldp, v + column, value_dim, count, acc + column, value_dim);
+    gemm_block<R, kParts, true>(p, ldp, v + column, ldv, count, acc + column, value_dim);
   }
-  for (; column < value_dim; ++column) value_column<R>(p, ldp, count, v + column, value_dim, acc + column, value_dim);
+  for (; column < value_dim; ++column) value_column<R>(p, ldp, count, v + column, ldv, acc + column, value_dim);
 }
 
-// ACC[rows × Dv] += P[rows × count] (row stride ldp) · V[count × Dv].
+// ACC[rows × Dv] += P[rows × count] (row stride ldp) · V[count × Dv] (rows ldv apart, float32,
+// bfloat16 or float16 widened in registers).
+template <typename T>
 inline void accumulate_values(const float* p, std::int64_t ldp, std::int64_t rows, std::int64_t count,
-                              const float* v, std::int64_t value_dim, float* acc) {
+                              const T* v, std::int64_t ldv, std::int64_t value_dim, float* acc) {
   for_row_blocks(rows, [&]<int R>(std::int64_t row) {
-    value_rows<R>(p + row * ldp, ldp, count, v, value_dim, acc + row * value_dim);
+    value_rows<R>(p + row * ldp, ldp, count, v, ldv, value_dim, acc + row * value_dim);
   });
 }
 

@@ -159,11 +159,44 @@ void build_vector(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& 
   r.plan.scratch_bytes = layout.total_bytes();
 }
 
+std::int64_t round_up(std::int64_t value, std::int64_t multiple) { return ceil_div(value, multiple) * multiple; }
+
+// The AMX layout of a tiled plan, when the tiles serve it: bfloat16 inputs on an Amx CPU,
+// and the padded score tile within the cap.
+void plan_amx(CpuRoute& r, const Problem& p, const CpuInfo& cpu) {
+  if (cpu.isa != CpuIsa::Amx || p.kv_len == 0) return;
+  if (p.dtype != DType::BFloat16 && p.dtype != DType::Float16) return;
+  auto& amx = r.amx;
+  amx.parts = p.dtype == DType::Float16 ? 2 : 1;
+  amx.rows = round_up(p.group() * r.block_q, 16);
+  amx.depth = round_up(p.head_dim, 32);
+  amx.columns = round_up(p.value_dim, 16);
+  amx.keys = round_up(r.block_k, 32);
+  const std::size_t tile = float_bytes(amx.rows, amx.keys, "a score tile");
+  if (p.max_score_bytes && tile > static_cast<std::size_t>(*p.max_score_bytes)) return;
+  amx.on = true;
+  amx.key_tiles = ceil_div(p.kv_len, amx.keys);
+  amx.tile_bytes = static_cast<std::size_t>(checked_add(checked_mul(amx.depth / 2, amx.keys, kOp, "a packed key tile"),
+                                                        checked_mul(amx.keys / 2, amx.columns, kOp, "a packed value tile"),
+                                                        kOp, "a packed tile")) * 4 * static_cast<std::size_t>(amx.parts);
+  amx.pack_kernel_name = std::string("heed_cpu_tiled_pack_") + short_name(p.dtype);
+  r.plan.max_intermediate_bytes = tile;
+  r.plan.reasons.push_back(format("AMX tiles: K and V packed once into {} tiles of {} keys per (batch, key head) "
+                                  "by {} [{}, {}, {}]; scores {} x {}, values {} x {} on the tiles",
+                                  amx.key_tiles, amx.keys, amx.pack_kernel_name, amx.key_tiles, p.kv_heads,
+                                  p.batch, amx.rows, amx.keys, amx.rows, amx.columns));
+  if (amx.parts == 2) {
+    r.plan.reasons.push_back("float16 on the tiles: q, k, v and the weights split exactly into two bfloat16 parts "
+                             "(hi + lo); three tile products per product (hi·hi + hi·lo + lo·hi)");
+  }
+}
+
 void build_tiled(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& fit) {
   r.block_q = fit.a;
   r.block_k = fit.b;
   const std::int64_t rows = p.group() * r.block_q;
   r.plan.kernel = route::Tiled{r.block_q, r.block_k};
+  plan_amx(r, p, cpu);
   r.plan.reasons.push_back(format("tiles: {} query positions x {} heads of a key head = {} rows, x {} keys; "
                                   "{} floats of tiles per worker within 1/{} of the {} KiB L2",
                                   r.block_q, p.group(), rows, r.block_k,
@@ -174,6 +207,21 @@ void build_tiled(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& f
   r.plan.workers = static_cast<int>(std::min<std::int64_t>(cpu.threads, tasks));
   const auto workers = static_cast<std::size_t>(r.plan.workers);
   ScratchLayout layout;
+  if (r.amx.on) {
+    const auto& amx = r.amx;
+    const std::int64_t tiles = checked_mul(checked_mul(p.batch, p.kv_heads, kOp, "packed tiles"), amx.key_tiles, kOp,
+                                           "packed tiles");
+    r.amx.packed = layout.add("kv_packed", static_cast<std::size_t>(checked_mul(
+                                               tiles, static_cast<std::int64_t>(amx.tile_bytes), kOp, "packed K and V")));
+    r.amx.q = layout.add("q_bf16", float_bytes(amx.rows * amx.parts, amx.depth / 2, "q tile"), workers);
+    r.scores = layout.add("scores", float_bytes(amx.rows, amx.keys, "score tile"), workers);
+    r.amx.p = layout.add("p_bf16", float_bytes(amx.rows * amx.parts, amx.keys / 2, "weight tile"), workers);
+    r.accum = layout.add("accum", float_bytes(amx.rows, amx.columns, "accum"), workers);
+    r.stats = layout.add("row_max_sum", float_bytes(rows, 2, "row stats"), workers);
+    r.plan.buffers = layout.buffers();
+    r.plan.scratch_bytes = layout.total_bytes();
+    return;
+  }
   r.q_rows = layout.add("q_tile", float_bytes(rows, p.head_dim, "q tile"), workers);
   r.k_row = layout.add("k_rows", float_bytes(kKeyLanes, p.head_dim, "k rows"), workers);
   r.k_rows = layout.add("k_tile_t", float_bytes(key_lanes(r.block_k), p.head_dim, "k tile"), workers);
@@ -322,7 +370,7 @@ CpuRoute plan_cpu(const Problem& p) {
       break;
     case Pick::Tiled:
       r.plan.max_intermediate_bytes = tiled->intermediate;
-      build_tiled(r, p, cpu, *tiled);
+      build_tiled(r, p, cpu, *tiled);  // the AMX layout may raise the intermediate, within the cap
       r.plan.kernel_name = kernel_name("tiled", p.dtype);
       if (tiled->capped) {
         r.plan.capped = true;
@@ -339,7 +387,10 @@ CpuRoute plan_cpu(const Problem& p) {
     reasons.push_back("empty output: nothing runs and no scratch is held");
   }
   reasons.push_back(format("workers: {} of {} threads; {} kernels", r.plan.workers, cpu.threads,
-                           pick == Pick::Composed ? "BLAS" : to_string(cpu.isa)));
+                           pick == Pick::Composed ? "BLAS"
+                           : r.amx.on             ? "amx"
+                           : cpu.isa == CpuIsa::Amx ? "avx512"
+                                                    : to_string(cpu.isa)));
   reasons.push_back(format("scratch: {} bytes in {} buffers; largest score intermediate {} bytes",
                            r.plan.scratch_bytes, r.plan.buffers.size(), r.plan.max_intermediate_bytes));
   return r;

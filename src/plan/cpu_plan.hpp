@@ -32,6 +32,21 @@ struct CpuRoute {
   Region q_rows, k_row, k_rows, v_rows, scores, accum, stats, out_rows;
   Region partials;  // vector, two passes: [tasks][rows][Dv + 2]
   Region packed_kv_id;  // composed with packing: which (batch, key head) each worker holds
+
+  // Tiled on AMX tiles (bfloat16 and float16 inputs where cpu_info().isa is Amx): K and V
+  // packed once into tile order by a first pass, then the tiled tasks multiply on the tiles.
+  struct Amx {
+    bool on = false;
+    std::int64_t parts = 1;      // bfloat16 parts per value: 1 (bfloat16), 2 (float16 = hi + lo)
+    std::int64_t rows = 0;       // group × block_q rounded up to 16 (a tile's rows)
+    std::int64_t depth = 0;      // D rounded up to 32 (a tile's bfloat16 depth)
+    std::int64_t columns = 0;    // Dv rounded up to 16 (a tile's float32 columns)
+    std::int64_t keys = 0;       // keys per packed tile: block_k rounded up to 32
+    std::int64_t key_tiles = 0;  // packed tiles per (batch, key head): ceil(Lk / keys)
+    std::size_t tile_bytes = 0;  // one packed tile: parts × Kᵀ [depth/2 × keys], then parts × V [keys/2 × columns] pairs
+    std::string pack_kernel_name;
+    Region packed, q, p;  // packed K/V (shared); per worker: q and P in bfloat16 parts
+  } amx;
 };
 
 CpuRoute plan_cpu(const Problem& problem);

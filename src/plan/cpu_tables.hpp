@@ -13,10 +13,13 @@ namespace heed::plan::cpu {
 // Lq 16 (64 rows) 8.20 vs 8.22: within 10% where 8 key heads fill 2 threads; the threshold
 // keeps decode on the route that can split keys when they do not.
 inline constexpr std::int64_t kVectorMaxRows = 16;
-// Keys per partition below which splitting a (batch, key head) task costs more in merging
-// than it gains in threads. Not yet swept: reasoned from the merge cost (one pass over
-// rows × (Dv + 2) floats per block); the CPU-kernels issue measures it.
-inline constexpr std::int64_t kVectorMinKeysPerBlock = 256;
+// Keys per partition below which splitting a (batch, key head) task costs more (a second
+// dispatch and the merge) than it gains in threads. Swept 2026-11-30 on this 2-core machine:
+// decode, 8 query heads on one key head (so one task for two threads), D 128, f32, median of
+// 2001 calls, µs, for a minimum of 64 / 128 / 256 / 512 keys: Lk 256: 49 / 59 / 32 / 32;
+// Lk 512: 78 / 84 / 74 / 61; Lk 1024: 147 / 145 / 142 / 145; Lk 2048: 228 for all;
+// Lk 8192: 707 / 703 / 699 / 721 (within noise). Splitting pays from about 1024 keys.
+inline constexpr std::int64_t kVectorMinKeysPerBlock = 512;
 // Key blocks per thread when (batch × key heads) tasks cannot fill the threads.
 inline constexpr std::int64_t kVectorBlocksPerThread = 2;
 // Keys whose scores the vector kernel holds at once per query row. `heed bench`, alternating
@@ -44,8 +47,12 @@ inline constexpr std::int64_t kComposedMaxKeys = 16;
 inline constexpr std::int64_t kTiledBlockRows = 128;
 inline constexpr std::int64_t kTiledMinBlockK = 16;
 inline constexpr std::int64_t kTiledMaxBlockK = 256;
-// Fraction (1/N) of the per-core L2 that one worker's tiles may fill (leaves room for the
-// caller's K/V lines in flight); not yet swept.
-inline constexpr std::int64_t kTiledL2Share = 2;
+// Fraction (1/N) of the per-core L2 that one worker's tiles may fill. Swept 2026-11-30 on this
+// 2-core machine (1 MiB L2): llama3-8b-prefill f32 (32/8 heads, 4k, D 128, causal, 2 threads,
+// repeated heed::attention calls, three alternating rounds, ms): N = 1 (256-key tiles) 732 /
+// 731 / 732; N = 2 (128 keys) 749 / 746 / 770; N = 4 (64 keys) 790 / 787 / 781. The whole L2
+// wins: the key tile is streamed once per row block, and larger tiles amortise the softmax
+// bookkeeping; BERT-base and bge-small reach the 256-key limit at any N.
+inline constexpr std::int64_t kTiledL2Share = 1;
 
 }  // namespace heed::plan::cpu

@@ -1,0 +1,148 @@
+#include "dlpack_views.hpp"
+
+#include <cstdint>
+#include <vector>
+
+#include "heed/error.hpp"
+
+namespace nb = nanobind;
+
+namespace heed::python {
+namespace {
+
+// DLPack's device types (dlpack.h, DLDeviceType).
+constexpr int kDLCPU = 1;
+constexpr int kDLCUDA = 2;
+constexpr int kDLCUDAHost = 3;  // pinned host memory: the CPU reads it directly
+constexpr int kDLCUDAManaged = 13;
+
+std::string dtype_name(nb::dlpack::dtype dtype) {
+  using Code = nb::dlpack::dtype_code;
+  std::string base;
+  switch (static_cast<Code>(dtype.code)) {
+    case Code::Int: base = "int"; break;
+    case Code::UInt: base = "uint"; break;
+    case Code::Float: base = "float"; break;
+    case Code::Bfloat: base = "bfloat"; break;
+    case Code::Complex: base = "complex"; break;
+    case Code::Bool: return "bool";
+    default: base = "dlpack_code" + std::to_string(dtype.code) + "_"; break;
+  }
+  std::string name = base + std::to_string(dtype.bits);
+  if (dtype.lanes != 1) name += "x" + std::to_string(dtype.lanes);
+  return name;
+}
+
+const char* device_type_name(int device_type) {
+  switch (device_type) {
+    case 4: return "opencl";
+    case 7: return "vulkan";
+    case 8: return "metal";
+    case 9: return "vpi";
+    case 10: return "rocm";
+    case 11: return "rocm_host";
+    case 14: return "oneapi";
+    case 15: return "webgpu";
+    case 16: return "hexagon";
+    case 17: return "maia";
+  }
+  return "unknown";
+}
+
+// "numpy.ndarray", "builtins.list"
+std::string python_type_name(nb::handle object) {
+  nb::handle type = object.type();
+  return std::string(nb::str(type.attr("__module__")).c_str()) + "." + nb::str(type.attr("__qualname__")).c_str();
+}
+
+std::string prefix(const ArraySpec& spec) { return std::string("[") + spec.op + "] " + spec.name + " "; }
+
+DType to_dtype(nb::dlpack::dtype dtype, const ArraySpec& spec) {
+  using Code = nb::dlpack::dtype_code;
+  const auto code = static_cast<Code>(dtype.code);
+  if (dtype.lanes == 1) {
+    if (code == Code::Float && dtype.bits == 32) return DType::Float32;
+    if (code == Code::Float && dtype.bits == 16) return DType::Float16;
+    if (code == Code::Bfloat && dtype.bits == 16) return DType::BFloat16;
+    if (code == Code::UInt && dtype.bits == 16 && spec.bfloat16_bits) return DType::BFloat16;
+    if (code == Code::Bool && dtype.bits == 8) return DType::Bool;
+  }
+  throw nb::value_error((prefix(spec) + "has dtype " + dtype_name(dtype) +
+                         "; heed takes float32, float16 or bfloat16 (and bool for a mask)")
+                            .c_str());
+}
+
+Device to_device(int device_type, int device_id, const ArraySpec& spec) {
+  switch (device_type) {
+    case kDLCPU:
+    case kDLCUDAHost: return Device::cpu();
+    case kDLCUDA:
+    case kDLCUDAManaged: return Device::cuda(device_id);
+  }
+  throw Error(ErrorKind::Unsupported, prefix(spec) + "is on device type " + device_type_name(device_type) +
+                                          " (DLPack " + std::to_string(device_type) +
+                                          "); heed runs on cpu and cuda");
+}
+
+// An object nanobind could not import: a TypeError when it is no array, else a ValueError
+// with the producer's own reason (e.g. numpy's strides that are not whole elements).
+[[noreturn]] void not_importable(nb::handle object, const ArraySpec& spec) {
+  if (nb::hasattr(object, "__dlpack__")) {
+    std::string reason = "its DLPack export is not one heed can read";
+    try {
+      object.attr("__dlpack__")();
+    } catch (const nb::python_error& error) {
+      reason = error.what();
+    }
+    throw nb::value_error(
+        (prefix(spec) + "(" + python_type_name(object) + ") cannot be read through DLPack: " + reason).c_str());
+  }
+  throw nb::type_error((prefix(spec) + "must be an array that supports DLPack, got " + python_type_name(object)).c_str());
+}
+
+}  // namespace
+
+ImportedArray import_array(nb::handle object, const ArraySpec& spec) {
+  ImportedArray imported;
+  if (spec.writable) {
+    nb::ndarray<> writable;
+    if (!nb::try_cast(object, writable, false)) {
+      if (nb::try_cast(object, imported.array, false)) {
+        throw nb::value_error((prefix(spec) + "is read-only; heed writes the result into it").c_str());
+      }
+      not_importable(object, spec);
+    }
+    imported.array = nb::ndarray<nb::ro>(writable);
+  } else if (!nb::try_cast(object, imported.array, false)) {
+    not_importable(object, spec);
+  }
+
+  const nb::ndarray<nb::ro>& array = imported.array;
+  const DType dtype = to_dtype(array.dtype(), spec);
+  const Device device = to_device(array.device_type(), array.device_id(), spec);
+  const int rank = static_cast<int>(array.ndim());
+  std::vector<std::int64_t> dims(array.shape_ptr(), array.shape_ptr() + rank);
+  std::vector<std::int64_t> strides(array.stride_ptr(), array.stride_ptr() + rank);
+  // const_cast: heed's views are mutable by type; inputs are only read.
+  imported.view = TensorView(const_cast<void*>(static_cast<const void*>(array.data())), dtype,
+                             Shape(std::move(dims)), std::move(strides), device);
+  return imported;
+}
+
+Device parse_device(const std::string& text, const char* op) {
+  if (text == "default") return Device::default_device();
+  if (text == "cpu") return Device::cpu();
+  if (text == "cuda") return Device::cuda(0);
+  const std::string cuda_prefix = "cuda:";
+  if (text.rfind(cuda_prefix, 0) == 0 && text.size() > cuda_prefix.size() && text.size() < cuda_prefix.size() + 6) {
+    int index = 0;
+    for (char c : text.substr(cuda_prefix.size())) {
+      if (c < '0' || c > '9') index = -1;
+      if (index >= 0) index = index * 10 + (c - '0');
+    }
+    if (index >= 0) return Device::cuda(index);
+  }
+  throw nb::value_error((std::string("[") + op + "] device must be 'cpu', 'cuda' or 'cuda:N', got '" + text + "'").c_str());
+}
+
+}  // namespace heed::python

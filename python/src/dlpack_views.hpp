@@ -1,0 +1,38 @@
+#pragma once
+// The conversion layer: arrays that speak DLPack (numpy, PyTorch, CuPy, JAX, ...) become
+// heed::TensorViews over the same memory. Nothing is copied and nothing is converted.
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <string>
+
+#include "heed/device.hpp"
+#include "heed/tensor.hpp"
+
+namespace heed::python {
+
+// One imported array: the nanobind handle keeps the producer's memory alive while the view
+// is used.
+struct ImportedArray {
+  nanobind::ndarray<nanobind::ro> array;
+  TensorView view;
+};
+
+// What the caller may pass for one argument.
+struct ArraySpec {
+  const char* op;        // "heed.attention", "heed.plan"
+  const char* name;      // "q", "mask", ...
+  bool writable = false;  // out: a read-only array is refused
+  bool bfloat16_bits = false;  // a uint16 array holds bfloat16 bits (numpy + ml_dtypes)
+};
+
+// Imports `object` through DLPack. Raises TypeError when it is no array, ValueError for an
+// element type heed cannot read (naming the type), NotImplementedError for a device heed
+// has no backend for.
+ImportedArray import_array(nanobind::handle object, const ArraySpec& spec);
+
+// "cpu", "cuda", "cuda:1", "default" (Device::default_device()) -> Device; ValueError otherwise.
+Device parse_device(const std::string& text, const char* op);
+
+}  // namespace heed::python

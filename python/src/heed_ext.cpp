@@ -1,0 +1,303 @@
+// heed._heed: the nanobind module under the `heed` package. It converts arrays to
+// TensorViews (dlpack_views.cpp) and calls the C++ API; the Python package allocates outputs
+// with the caller's own array library.
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "dlpack_views.hpp"
+#include "heed/heed.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace heed::python {
+namespace {
+
+// Which arrays hold bfloat16 bits in a uint16 array (numpy has no native bfloat16; the
+// package passes ml_dtypes.bfloat16 arrays as their uint16 view).
+enum Bfloat16Bits : unsigned { kQ = 1, kK = 2, kV = 4, kOut = 8, kMask = 16, kSinks = 32 };
+
+// The data pointers of the last attention call on this thread, for the zero-copy tests.
+struct LastCall {
+  std::uintptr_t q = 0, k = 0, v = 0, out = 0, mask = 0, sinks = 0, stream = 0;
+  std::string device;
+};
+thread_local LastCall g_last_call;
+
+std::uintptr_t address(const void* pointer) { return reinterpret_cast<std::uintptr_t>(pointer); }
+
+struct Inputs {
+  ImportedArray q, k, v;
+  std::optional<ImportedArray> mask, sinks;
+  AttentionOptions options;
+};
+
+Inputs import_inputs(const char* op, nb::handle q, nb::handle k, nb::handle v, nb::handle mask,
+                     nb::handle sinks, bool causal, std::optional<std::int64_t> window,
+                     std::optional<std::int64_t> max_score_bytes, unsigned bf16) {
+  Inputs in{import_array(q, {op, "q", false, (bf16 & kQ) != 0}),
+            import_array(k, {op, "k", false, (bf16 & kK) != 0}),
+            import_array(v, {op, "v", false, (bf16 & kV) != 0}),
+            std::nullopt,
+            std::nullopt,
+            {}};
+  if (!mask.is_none()) {
+    in.mask = import_array(mask, {op, "mask", false, (bf16 & kMask) != 0});
+    in.options.mask = in.mask->view;
+  }
+  if (!sinks.is_none()) {
+    in.sinks = import_array(sinks, {op, "sinks", false, (bf16 & kSinks) != 0});
+    in.options.sinks = in.sinks->view;
+  }
+  in.options.causal = causal;
+  in.options.window = window;
+  in.options.max_score_bytes = max_score_bytes;
+  return in;
+}
+
+// The bytes [first, last) a view can touch; empty for an empty view.
+std::pair<std::uintptr_t, std::uintptr_t> byte_range(const TensorView& view) {
+  std::int64_t low = 0, high = 0;
+  for (int axis = 0; axis < view.rank(); ++axis) {
+    const std::int64_t size = view.shape[axis];
+    if (size == 0) return {0, 0};
+    const std::int64_t reach = (size - 1) * view.strides[static_cast<std::size_t>(axis)];
+    (reach < 0 ? low : high) += reach;
+  }
+  const auto item = static_cast<std::int64_t>(size_of(view.dtype));
+  const auto base = static_cast<std::int64_t>(address(view.data));
+  return {static_cast<std::uintptr_t>(base + low * item), static_cast<std::uintptr_t>(base + (high + 1) * item)};
+}
+
+// heed reads every input while it writes out, so out must not share memory with one.
+void check_no_overlap(const TensorView& out, const TensorView& input, const char* name) {
+  if (!(out.device == input.device)) return;
+  const auto [out_first, out_last] = byte_range(out);
+  const auto [first, last] = byte_range(input);
+  if (out_first < out_last && first < last && out_first < last && first < out_last) {
+    throw nb::value_error((std::string("[heed.attention] out overlaps ") + name +
+                           " in memory; heed reads the inputs while it writes out")
+                              .c_str());
+  }
+}
+
+// out = attention(q, k, v) into the caller's `out`; the GIL is released while heed runs.
+void attention_into(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle mask, nb::handle sinks,
+                    std::optional<double> scale, bool causal, std::optional<std::int64_t> window,
+                    std::optional<std::int64_t> max_score_bytes, std::uintptr_t stream, unsigned bf16) {
+  constexpr const char* op = "heed.attention";
+  Inputs in = import_inputs(op, q, k, v, mask, sinks, causal, window, max_score_bytes, bf16);
+  ImportedArray result = import_array(out, {op, "out", true, (bf16 & kOut) != 0});
+  if (result.view.rank() == 4) {  // heed rejects other ranks, naming them
+    check_no_overlap(result.view, in.q.view, "q");
+    check_no_overlap(result.view, in.k.view, "k");
+    check_no_overlap(result.view, in.v.view, "v");
+    if (in.mask) check_no_overlap(result.view, in.mask->view, "mask");
+    if (in.sinks) check_no_overlap(result.view, in.sinks->view, "sinks");
+  }
+  float scale_value = 1.0f;
+  if (scale) {
+    // Out of float's range the conversion is undefined: heed rejects infinity, naming it.
+    const bool in_range = std::isnan(*scale) || std::abs(*scale) <= std::numeric_limits<float>::max();
+    scale_value = in_range ? static_cast<float>(*scale) : std::numeric_limits<float>::infinity();
+  } else if (in.q.view.rank() == 4 && in.q.view.shape[3] > 0) {
+    scale_value = static_cast<float>(1.0 / std::sqrt(static_cast<double>(in.q.view.shape[3])));
+  }
+  g_last_call = {address(in.q.view.data),
+                 address(in.k.view.data),
+                 address(in.v.view.data),
+                 address(result.view.data),
+                 in.mask ? address(in.mask->view.data) : 0,
+                 in.sinks ? address(in.sinks->view.data) : 0,
+                 stream,
+                 in.q.view.device.to_string()};
+  nb::gil_scoped_release release;
+  heed::attention(in.q.view, in.k.view, in.v.view, result.view, scale_value, in.options,
+                  Stream{reinterpret_cast<void*>(stream)});
+}
+
+AttentionPlan plan_views(nb::handle q, nb::handle k, nb::handle v, nb::handle mask, nb::handle sinks, bool causal,
+                         std::optional<std::int64_t> window, std::optional<std::int64_t> max_score_bytes,
+                         unsigned bf16) {
+  Inputs in = import_inputs("heed.plan", q, k, v, mask, sinks, causal, window, max_score_bytes, bf16);
+  return plan_attention(in.q.view, in.k.view, in.v.view, in.options);
+}
+
+DType parse_dtype_name(const std::string& name) {
+  if (auto dtype = parse_dtype(name); dtype && is_floating(*dtype)) return *dtype;
+  throw nb::value_error(("[heed.plan] dtype must be float32, float16 or bfloat16, got '" + name + "'").c_str());
+}
+
+AttentionPlan plan_shapes(std::vector<std::int64_t> q, std::vector<std::int64_t> k, std::vector<std::int64_t> v,
+                          const std::string& dtype, const std::string& device, nb::handle mask, nb::handle sinks,
+                          bool causal, std::optional<std::int64_t> window,
+                          std::optional<std::int64_t> max_score_bytes, unsigned bf16) {
+  constexpr const char* op = "heed.plan";
+  AttentionOptions options;
+  std::optional<ImportedArray> mask_array, sinks_array;
+  if (!mask.is_none()) {
+    mask_array = import_array(mask, {op, "mask", false, (bf16 & kMask) != 0});
+    options.mask = mask_array->view;
+  }
+  if (!sinks.is_none()) {
+    sinks_array = import_array(sinks, {op, "sinks", false, (bf16 & kSinks) != 0});
+    options.sinks = sinks_array->view;
+  }
+  options.causal = causal;
+  options.window = window;
+  options.max_score_bytes = max_score_bytes;
+  return plan_attention(Shape(std::move(q)), Shape(std::move(k)), Shape(std::move(v)), parse_dtype_name(dtype),
+                        options, parse_device(device, op));
+}
+
+nb::dict kernel_dict(const Kernel& kernel) {
+  nb::dict fields;
+  fields["route"] = route_name(kernel);
+  if (const auto* vector = std::get_if<route::Vector>(&kernel)) {
+    fields["passes"] = vector->passes;
+    fields["blocks"] = vector->blocks;
+    fields["dispatches"] = vector->dispatches;
+  } else if (const auto* tiled = std::get_if<route::Tiled>(&kernel)) {
+    fields["block_q"] = tiled->block_q;
+    fields["block_k"] = tiled->block_k;
+  } else if (const auto* blocks = std::get_if<route::ComposedBlocks>(&kernel)) {
+    fields["rows"] = blocks->rows;
+  }
+  return fields;
+}
+
+nb::list buffer_list(const std::vector<ScratchBuffer>& buffers) {
+  nb::list list;
+  for (const ScratchBuffer& buffer : buffers) {
+    nb::dict entry;
+    entry["name"] = buffer.name;
+    entry["offset"] = buffer.offset;
+    entry["bytes"] = buffer.bytes;
+    entry["slices"] = buffer.slices;
+    list.append(entry);
+  }
+  return list;
+}
+
+profile::Mode parse_mode(const std::string& name) {
+  if (name == "off") return profile::Mode::Off;
+  if (name == "shapes") return profile::Mode::Shapes;
+  if (name == "time") return profile::Mode::Time;
+  throw nb::value_error(("[heed.profile] mode must be 'off', 'shapes' or 'time', got '" + name + "'").c_str());
+}
+
+const char* mode_name(profile::Mode mode) {
+  switch (mode) {
+    case profile::Mode::Off: return "off";
+    case profile::Mode::Shapes: return "shapes";
+    case profile::Mode::Time: return "time";
+  }
+  return "off";
+}
+
+void translate_errors() {
+  nb::register_exception_translator([](const std::exception_ptr& error, void*) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const Error& e) {
+      PyObject* type = PyExc_RuntimeError;
+      switch (e.kind()) {
+        case ErrorKind::InvalidArgument: type = PyExc_ValueError; break;
+        case ErrorKind::OutOfMemory: type = PyExc_MemoryError; break;
+        case ErrorKind::Unsupported: type = PyExc_NotImplementedError; break;
+        case ErrorKind::Internal: type = PyExc_RuntimeError; break;
+      }
+      PyErr_SetString(type, e.what());
+    }
+  });
+}
+
+void bind_profile(nb::module_& m) {
+  nb::module_ p = m.def_submodule("profile", "heed's kernel-dispatch profiler (HEED_PROFILE)");
+  p.def("mode", [] { return mode_name(profile::mode()); });
+  p.def("set_mode", [](const std::string& name) { profile::set_mode(parse_mode(name)); }, "mode"_a);
+  p.def("reset", &profile::reset);
+  p.def("entries", &profile::entries);
+  p.def("records", [] {
+    nb::list list;
+    for (const profile::Record& record : profile::records()) {
+      list.append(nb::make_tuple(record.key, record.count, record.seconds));
+    }
+    return list;
+  });
+  p.def("report", &profile::report);
+}
+
+}  // namespace
+}  // namespace heed::python
+
+NB_MODULE(_heed, m) {
+  using namespace heed;
+  using namespace heed::python;
+  m.doc() = "heed's C++ API; use the `heed` package, which wraps it";
+  translate_errors();
+
+  nb::class_<AttentionPlan>(m, "Plan", "The plan of one attention call: the kernel, its scratch and why")
+      .def_prop_ro("device", [](const AttentionPlan& p) { return p.device.to_string(); })
+      .def_prop_ro("dtype", [](const AttentionPlan& p) { return std::string(to_string(p.dtype)); })
+      .def_prop_ro("route", [](const AttentionPlan& p) { return std::string(route_name(p.kernel)); })
+      .def_prop_ro("kernel", [](const AttentionPlan& p) { return kernel_dict(p.kernel); })
+      .def_ro("kernel_name", &AttentionPlan::kernel_name)
+      .def_ro("workers", &AttentionPlan::workers)
+      .def_ro("scratch_bytes", &AttentionPlan::scratch_bytes)
+      .def_ro("max_intermediate_bytes", &AttentionPlan::max_intermediate_bytes)
+      .def_ro("capped", &AttentionPlan::capped)
+      .def_prop_ro("buffers", [](const AttentionPlan& p) { return buffer_list(p.buffers); })
+      .def_ro("reasons", &AttentionPlan::reasons)
+      .def("explain", &AttentionPlan::explain)
+      .def("to_json", &AttentionPlan::to_json)
+      .def("__eq__", [](const AttentionPlan& a, const AttentionPlan& b) { return a == b; })
+      .def("__repr__", [](const AttentionPlan& p) {
+        return "heed.Plan(kernel_name='" + p.kernel_name + "', route='" + route_name(p.kernel) +
+               "', scratch_bytes=" + std::to_string(p.scratch_bytes) + ")";
+      });
+
+  nb::class_<MemoryStats>(m, "MemoryStats", "Bytes heed itself holds on a device")
+      .def_ro("active", &MemoryStats::active)
+      .def_ro("peak", &MemoryStats::peak)
+      .def("__repr__", [](const MemoryStats& s) {
+        return "heed.MemoryStats(active=" + std::to_string(s.active) + ", peak=" + std::to_string(s.peak) + ")";
+      });
+
+  m.def("attention_into", &attention_into, "q"_a, "k"_a, "v"_a, "out"_a, "mask"_a.none(), "sinks"_a.none(),
+        "scale"_a.none(), "causal"_a, "window"_a.none(), "max_score_bytes"_a.none(), "stream"_a, "bf16"_a);
+  m.def("plan_views", &plan_views, "q"_a, "k"_a, "v"_a, "mask"_a.none(), "sinks"_a.none(), "causal"_a,
+        "window"_a.none(), "max_score_bytes"_a.none(), "bf16"_a);
+  m.def("plan_shapes", &plan_shapes, "q"_a, "k"_a, "v"_a, "dtype"_a, "device"_a, "mask"_a.none(),
+        "sinks"_a.none(), "causal"_a, "window"_a.none(), "max_score_bytes"_a.none(), "bf16"_a);
+  m.def("memory_stats", [](const std::string& device) { return memory_stats(parse_device(device, "heed.memory_stats")); },
+        "device"_a);
+  m.def("reset_peak", [](const std::string& device) { reset_peak(parse_device(device, "heed.reset_peak")); },
+        "device"_a);
+  m.def("last_call", [] {
+    const LastCall& c = g_last_call;
+    nb::dict d;
+    d["q"] = c.q;
+    d["k"] = c.k;
+    d["v"] = c.v;
+    d["out"] = c.out;
+    d["mask"] = c.mask;
+    d["sinks"] = c.sinks;
+    d["stream"] = c.stream;
+    d["device"] = c.device;
+    return d;
+  }, "The data pointers, device and stream heed saw in this thread's last attention call (for tests)");
+  bind_profile(m);
+}

@@ -1,0 +1,402 @@
+// The tiled route for bfloat16 and float16 inputs on AMX tiles. Two passes:
+//   pack:  K and V of every (batch, key head) into tile order, once per call (each key tile
+//          is then read by every query block without being converted again);
+//   tiled: per (batch, key head, block of query positions), the same online softmax as the
+//          AVX-512 kernel (its helpers are shared), with S = Q·Kᵀ and O += P·V on the tiles,
+//          float32 accumulation. bfloat16: q and k exact, P rounded to bfloat16. float16: every
+//          operand x is split exactly into two bfloat16 parts x = hi + lo (a float16 has 11
+//          significant bits), and each product takes three tile products, hi·hi + hi·lo +
+//          lo·hi (lo·lo is below 2^-16 of it); P is split the same way (16 bits of it kept).
+// Compiled for AVX-512 plus AMX; the dispatch point runs it only where cpu_info().isa is Amx.
+
+#define HEED_ISA amx
+#define HEED_KERNEL_HELPERS_ONLY
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "cpu/kernels_impl.hpp"
+
+#include <immintrin.h>
+
+#include <array>
+#include <bit>
+#include <cstring>
+
+#include "cpu/amx_tiles.hpp"
+
+namespace heed::cpu {
+inline namespace HEED_ISA {
+namespace {
+
+using Bits = std::uint16_t;  // bfloat16 storage
+
+std::int64_t round_up(std::int64_t value, std::int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+constexpr float kLn2 = 0.693147180559945309f;
+
+// bfloat16 bits of 16 floats, rounded to nearest even (AVX512-BF16: NaN stays NaN, float32
+// denormals become zero).
+[[gnu::always_inline]] inline __m256i to_bf16(__m512 x) { return std::bit_cast<__m256i>(_mm512_cvtneps_pbh(x)); }
+
+// 16 values of the caller's 16-bit dtype as bfloat16 parts: bfloat16 is its own hi (lo
+// unused); float16 widens exactly to float32, then hi = bfloat16(x), lo = bfloat16(x - hi).
+struct Parts {
+  __m256i hi, lo;
+};
+[[gnu::always_inline]] inline __m512 widen_bf16(__m256i bits) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+}
+[[gnu::always_inline]] inline Parts split(__m512 x) {
+  const __m256i hi = to_bf16(x);
+  return {hi, to_bf16(_mm512_sub_ps(x, widen_bf16(hi)))};
+}
+[[gnu::always_inline]] inline Parts parts_of(__m256i raw, DType dtype) {
+  if (dtype == DType::BFloat16) return {raw, _mm256_setzero_si256()};
+  return split(_mm512_cvtph_ps(raw));
+}
+// Values [0, width) of a row (element stride `stride`), zeros after; width <= 16.
+[[gnu::always_inline]] inline __m256i load16(const Bits* row, std::int64_t stride, std::int64_t width) {
+  if (width <= 0) return _mm256_setzero_si256();
+  if (stride == 1) return _mm256_maskz_loadu_epi16(static_cast<__mmask16>(width >= 16 ? 0xffffu : (1u << width) - 1), row);
+  alignas(32) Bits values[16] = {};
+  for (std::int64_t e = 0; e < std::min<std::int64_t>(width, 16); ++e) values[e] = row[e * stride];
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(values));
+}
+
+// 2^x on every lane, for softmax weights (x <= 0): 0 for -inf, NaN kept. Within 2e-7
+// relative: the weights are rounded to bfloat16 next.
+[[gnu::always_inline]] inline __m512 exp2_weights(__m512 x) {
+  x = _mm512_max_ps(_mm512_set1_ps(-160.0f), x);  // the second operand when either is NaN
+  const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(x, n);  // [-0.5, 0.5]
+  __m512 poly = _mm512_set1_ps(1.5403530393381608e-4f);
+  poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(1.3333558146428443e-3f));
+  poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(9.6181291076284772e-3f));
+  poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(5.5504108664821580e-2f));
+  poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(2.4022650695910071e-1f));
+  poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(6.9314718055994531e-1f));
+  poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(poly, n);
+}
+
+float exp2_weight(float x) { return _mm512_cvtss_f32(exp2_weights(_mm512_set1_ps(x))); }
+
+// dst[0..count) = dtype(src[0..count)), rounded to nearest even.
+void store_row16(const float* src, std::int64_t count, DType dtype, Bits* dst) {
+  const auto narrow = [&](__m512 x) -> __m256i {
+    return dtype == DType::BFloat16 ? to_bf16(x) : _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  };
+  std::int64_t j = 0;
+  for (; j + 16 <= count; j += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + j), narrow(_mm512_loadu_ps(src + j)));
+  if (j < count) {
+    const auto tail = static_cast<__mmask16>((1u << (count - j)) - 1);
+    _mm256_mask_storeu_epi16(dst + j, tail, narrow(_mm512_maskz_loadu_ps(tail, src + j)));
+  }
+}
+
+// The online-softmax step of one row on a tile of scores s[0..count) (raw q·k), fused for
+// the tiles: one pass for the tile's max of s·scale, one for the weights 2^(s·c - max) with
+// their sum, written straight to bfloat16 w[0..depth) (zeros outside the row's keys). Row
+// maxima are kept in log2 units. Returns false when the row sees no key of the tile.
+// With a second part (w_lo, float16 inputs), the weights are split as hi + lo.
+bool softmax_to_bf16(const AttentionParams& p, const Workspace& t, std::int64_t b, std::int64_t row, RowAt at,
+                     std::int64_t key, std::int64_t count, float* s, Bits* w, Bits* w_lo, std::int64_t depth,
+                     std::int64_t columns) {
+  const KeyRange range = p.keys_for_row(at.position);
+  const std::int64_t first = std::clamp<std::int64_t>(range.begin - key, 0, count);
+  const std::int64_t last = std::clamp<std::int64_t>(range.end - key, 0, count);
+  std::memset(w, 0, static_cast<std::size_t>(depth) * sizeof(Bits));
+  if (w_lo != nullptr) std::memset(w_lo, 0, static_cast<std::size_t>(depth) * sizeof(Bits));
+  if (first >= last) return false;
+  float c = p.scale * microkernel::kLog2e;
+  if (p.mask.kind != plan::MaskKind::None) {  // masks add to (or hide) scaled scores
+    for (std::int64_t j = first; j < last; ++j) s[j] *= p.scale;
+    mask_scores(p, b, at.head, at.position, key + first, last - first, s + first);
+    c = microkernel::kLog2e;
+  }
+  const __m512 scale = _mm512_set1_ps(c);
+  __m512 best = _mm512_set1_ps(kNegInf);
+  std::int64_t j = first;
+  for (; j + 16 <= last; j += 16) best = _mm512_max_ps(best, _mm512_mul_ps(_mm512_loadu_ps(s + j), scale));
+  if (j < last) {
+    const __mmask16 tail = static_cast<__mmask16>((1u << (last - j)) - 1);
+    best = _mm512_mask_max_ps(best, tail, best, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, s + j), scale));
+  }
+  const float tile_max = _mm512_reduce_max_ps(best);
+  if (tile_max == kNegInf) return false;
+  const float old_max = t.row_max[row];
+  const float new_max = old_max > tile_max ? old_max : tile_max;
+  const float correction = exp2_weight(old_max - new_max);
+  const __m512 shift = _mm512_set1_ps(-new_max);
+  __m512 sum = _mm512_setzero_ps();
+  for (j = first; j + 16 <= last; j += 16) {
+    const __m512 weights = exp2_weights(_mm512_fmadd_ps(_mm512_loadu_ps(s + j), scale, shift));
+    sum = _mm512_add_ps(sum, weights);
+    if (w_lo == nullptr) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + j), to_bf16(weights));
+    } else {
+      const Parts parts = split(weights);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + j), parts.hi);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(w_lo + j), parts.lo);
+    }
+  }
+  if (j < last) {
+    const __mmask16 tail = static_cast<__mmask16>((1u << (last - j)) - 1);
+    const __m512 weights = exp2_weights(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, s + j), scale, shift));
+    sum = _mm512_mask_add_ps(sum, tail, sum, weights);
+    const Parts parts = split(weights);
+    _mm256_mask_storeu_epi16(w + j, tail, parts.hi);
+    if (w_lo != nullptr) _mm256_mask_storeu_epi16(w_lo + j, tail, parts.lo);
+  }
+  t.row_sum[row] = t.row_sum[row] * correction + _mm512_reduce_add_ps(sum);
+  t.row_max[row] = new_max;
+  if (correction != 1.0f) {
+    float* acc = t.accum + row * t.accum_stride;
+    const __m512 factor = _mm512_set1_ps(correction);
+    for (std::int64_t d = 0; d < columns; d += 16) _mm512_storeu_ps(acc + d, _mm512_mul_ps(_mm512_loadu_ps(acc + d), factor));
+  }
+  return true;
+}
+
+struct Packed {
+  const plan::CpuRoute::Amx& amx;
+  std::byte* base;
+
+  // Kᵀ of tile `tile` of (b, kv_head), part by part: depth/2 rows of `keys` pairs (d, d+1);
+  // then V, part by part: keys/2 rows of `columns` pairs (key, key+1).
+  std::uint32_t* k(const AttentionParams& p, std::int64_t b, std::int64_t kv_head, std::int64_t tile,
+                   std::int64_t part = 0) const {
+    const std::int64_t index = (b * p.kv_heads + kv_head) * amx.key_tiles + tile;
+    return reinterpret_cast<std::uint32_t*>(base + static_cast<std::size_t>(index) * amx.tile_bytes) +
+           part * k_words();
+  }
+  std::uint32_t* v(const AttentionParams& p, std::int64_t b, std::int64_t kv_head, std::int64_t tile,
+                   std::int64_t part = 0) const {
+    return k(p, b, kv_head, tile, amx.parts) + part * amx.keys / 2 * amx.columns;
+  }
+  std::int64_t k_words() const { return amx.depth / 2 * amx.keys; }
+};
+
+// 16 × 16 words transposed: rows[r] holds words (r, 0..15) on entry and (0..15, r) on exit.
+[[gnu::always_inline]] inline void transpose_words(__m512i rows[16]) {
+  __m512i t[16];
+  for (int r = 0; r < 16; r += 2) {
+    t[r] = _mm512_unpacklo_epi32(rows[r], rows[r + 1]);
+    t[r + 1] = _mm512_unpackhi_epi32(rows[r], rows[r + 1]);
+  }
+  for (int r = 0; r < 16; r += 4) {
+    rows[r] = _mm512_unpacklo_epi64(t[r], t[r + 2]);
+    rows[r + 1] = _mm512_unpackhi_epi64(t[r], t[r + 2]);
+    rows[r + 2] = _mm512_unpacklo_epi64(t[r + 1], t[r + 3]);
+    rows[r + 3] = _mm512_unpackhi_epi64(t[r + 1], t[r + 3]);
+  }
+  // rows[4q + k] now holds, in each 128-bit lane L, words (4L + 0..3 of the 4 rows 4q..4q+3) at
+  // column 4L + k; the lanes are gathered across the four groups.
+  for (int k = 0; k < 4; ++k) {
+    const __m512i a = _mm512_shuffle_i32x4(rows[k], rows[4 + k], 0x88);       // lanes 0, 2 of each
+    const __m512i b = _mm512_shuffle_i32x4(rows[k], rows[4 + k], 0xdd);       // lanes 1, 3
+    const __m512i c = _mm512_shuffle_i32x4(rows[8 + k], rows[12 + k], 0x88);
+    const __m512i d = _mm512_shuffle_i32x4(rows[8 + k], rows[12 + k], 0xdd);
+    t[k] = _mm512_shuffle_i32x4(a, c, 0x88);       // lane 0 of every group: column k
+    t[8 + k] = _mm512_shuffle_i32x4(a, c, 0xdd);   // lane 2: column 8 + k
+    t[4 + k] = _mm512_shuffle_i32x4(b, d, 0x88);   // lane 1: column 4 + k
+    t[12 + k] = _mm512_shuffle_i32x4(b, d, 0xdd);  // lane 3: column 12 + k
+  }
+  for (int r = 0; r < 16; ++r) rows[r] = t[r];
+}
+
+// Packs keys [tile * keys, +keys) of (b, kv_head); keys past Lk and dimensions past D / Dv
+// are zeros. Kᵀ moves 16 keys × 16 words at a time through a transpose.
+void pack_tile(const AttentionParams& p, const Packed& packed, std::int64_t b, std::int64_t kv_head,
+               std::int64_t tile) {
+  const auto& amx = packed.amx;
+  const auto* k = static_cast<const Bits*>(p.k);
+  const auto* v = static_cast<const Bits*>(p.v);
+  const std::int64_t first = tile * amx.keys;
+  const std::int64_t count = std::min(amx.keys, p.kv_len - first);
+  const std::int64_t k_base = b * p.k_strides[0] + kv_head * p.k_strides[1] + first * p.k_strides[2];
+  const std::int64_t v_base = b * p.v_strides[0] + kv_head * p.v_strides[1] + first * p.v_strides[2];
+  const bool two = amx.parts == 2;
+  // Kᵀ: word (d/2, j) = (k[j][d], k[j][d + 1]).
+  for (std::int64_t j0 = 0; j0 < amx.keys; j0 += 16) {
+    for (std::int64_t d0 = 0; d0 < amx.depth; d0 += 32) {
+      __m512i hi[16], lo[16];
+      for (int r = 0; r < 16; ++r) {
+        const std::int64_t j = j0 + r;
+        if (j >= count) {
+          hi[r] = lo[r] = _mm512_setzero_si512();
+          continue;
+        }
+        const Bits* row = k + k_base + j * p.k_strides[2] + d0 * p.k_strides[3];
+        const Parts low = parts_of(load16(row, p.k_strides[3], p.head_dim - d0), p.dtype);
+        const Parts high = parts_of(load16(row + 16 * p.k_strides[3], p.k_strides[3], p.head_dim - d0 - 16), p.dtype);
+        hi[r] = _mm512_inserti64x4(_mm512_castsi256_si512(low.hi), high.hi, 1);
+        lo[r] = _mm512_inserti64x4(_mm512_castsi256_si512(low.lo), high.lo, 1);
+      }
+      transpose_words(hi);
+      std::uint32_t* kt = packed.k(p, b, kv_head, tile);
+      for (int r = 0; r < 16; ++r) _mm512_storeu_si512(kt + (d0 / 2 + r) * amx.keys + j0, hi[r]);
+      if (!two) continue;
+      transpose_words(lo);
+      kt = packed.k(p, b, kv_head, tile, 1);
+      for (int r = 0; r < 16; ++r) _mm512_storeu_si512(kt + (d0 / 2 + r) * amx.keys + j0, lo[r]);
+    }
+  }
+  // V: word (j/2, c) = (v[j][c], v[j + 1][c]).
+  const auto value_parts = [&](std::int64_t j, std::int64_t c0) -> Parts {
+    if (j >= count) return {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    return parts_of(load16(v + v_base + j * p.v_strides[2] + c0 * p.v_strides[3], p.v_strides[3], p.value_dim - c0),
+                    p.dtype);
+  };
+  const auto pair = [](__m256i even, __m256i odd) {
+    return _mm512_or_si512(_mm512_cvtepu16_epi32(even), _mm512_slli_epi32(_mm512_cvtepu16_epi32(odd), 16));
+  };
+  std::uint32_t* v_hi = packed.v(p, b, kv_head, tile);
+  std::uint32_t* v_lo = packed.v(p, b, kv_head, tile, 1);
+  for (std::int64_t j = 0; j < amx.keys; j += 2) {
+    for (std::int64_t c0 = 0; c0 < amx.columns; c0 += 16) {
+      const Parts even = value_parts(j, c0), odd = value_parts(j + 1, c0);
+      _mm512_storeu_si512(v_hi + j / 2 * amx.columns + c0, pair(even.hi, odd.hi));
+      if (two) _mm512_storeu_si512(v_lo + j / 2 * amx.columns + c0, pair(even.lo, odd.lo));
+    }
+  }
+}
+
+struct Task {
+  Bits* q;      // [parts][amx.rows × amx.depth]
+  float* s;     // [amx.rows × amx.keys]
+  Bits* w;      // the weights P, [parts][amx.rows × amx.keys]
+  Workspace t;  // accumulators (rows amx.columns apart) and row statistics for the shared helpers
+};
+
+void tiled_task(const AttentionParams& p, const plan::CpuRoute& r, const Packed& packed, const Task& task,
+                std::int64_t b, const Rows& rows) {
+  const auto& amx = r.amx;
+  const auto* q = static_cast<const Bits*>(p.q);
+  const std::int64_t q_part = amx.rows * amx.depth, w_part = amx.rows * amx.keys;
+  Bits* q_lo = amx.parts == 2 ? task.q + q_part : nullptr;
+  Bits* w_lo = amx.parts == 2 ? task.w + w_part : nullptr;
+  std::memset(task.q, 0, static_cast<std::size_t>(amx.parts * q_part) * sizeof(Bits));
+  std::memset(task.w, 0, static_cast<std::size_t>(amx.parts * w_part) * sizeof(Bits));
+  std::memset(task.t.accum, 0, static_cast<std::size_t>(amx.rows * amx.columns) * sizeof(float));
+  for (std::int64_t row = 0; row < rows.size(); ++row) {
+    const RowAt at = rows(row);
+    const Bits* from = q + b * p.q_strides[0] + at.head * p.q_strides[1] + at.position * p.q_strides[2];
+    for (std::int64_t d = 0; d < p.head_dim; d += 16) {
+      const Parts parts = parts_of(load16(from + d * p.q_strides[3], p.q_strides[3], p.head_dim - d), p.dtype);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(task.q + row * amx.depth + d), parts.hi);
+      if (q_lo != nullptr) _mm256_storeu_si256(reinterpret_cast<__m256i*>(q_lo + row * amx.depth + d), parts.lo);
+    }
+    task.t.row_max[row] = kNegInf;
+    task.t.row_sum[row] = 0.0f;
+  }
+  const auto bytes = [](const void* pointer) { return static_cast<const std::byte*>(pointer); };
+  // Only the packed tiles holding keys some row can see.
+  const std::int64_t key_begin = p.keys_for_row(rows.first).begin;
+  const std::int64_t key_end = p.keys_for_row(rows.first + rows.count - 1).end;
+  const amx::Tiles tiles;
+  for (std::int64_t tile = key_begin / amx.keys; key_begin < key_end && tile * amx.keys < key_end; ++tile) {
+    const std::int64_t key = tile * amx.keys;
+    const std::int64_t count = std::min(amx.keys, p.kv_len - key);
+    const std::int64_t k_steps = amx.depth / amx::kTileDepth;
+    const void* k_hi = packed.k(p, b, rows.kv_head, tile);
+    const void* k_lo = packed.k(p, b, rows.kv_head, tile, 1);
+    const amx::Product scores[] = {{bytes(task.q), bytes(k_hi), k_steps},
+                                   {bytes(task.q), bytes(k_lo), k_steps},
+                                   {bytes(q_lo), bytes(k_hi), k_steps}};
+    amx::gemm<false>(scores, amx.parts == 2 ? 3 : 1, amx.depth * 2, amx.keys * 4, reinterpret_cast<std::byte*>(task.s),
+                     amx.keys * 4, amx.rows, round_up(count, amx::kTileColumns));
+    const std::int64_t depth = round_up(count, amx::kTileDepth);  // keys the value product reads
+    bool any = false;
+    for (std::int64_t row = 0; row < rows.size(); ++row) {
+      any |= softmax_to_bf16(p, task.t, b, row, rows(row), key, count, task.s + row * amx.keys,
+                             task.w + row * amx.keys, w_lo != nullptr ? w_lo + row * amx.keys : nullptr, depth,
+                             amx.columns);
+    }
+    if (!any) continue;
+    const void* v_hi = packed.v(p, b, rows.kv_head, tile);
+    const void* v_lo = packed.v(p, b, rows.kv_head, tile, 1);
+    const std::int64_t v_steps = depth / amx::kTileDepth;
+    const amx::Product values[] = {{bytes(task.w), bytes(v_hi), v_steps},
+                                   {bytes(task.w), bytes(v_lo), v_steps},
+                                   {bytes(w_lo), bytes(v_hi), v_steps}};
+    amx::gemm<true>(values, amx.parts == 2 ? 3 : 1, amx.keys * 2, amx.columns * 4,
+                    reinterpret_cast<std::byte*>(task.t.accum), amx.columns * 4, amx.rows, amx.columns);
+  }
+  auto* out = static_cast<Bits*>(p.out);
+  for (std::int64_t row = 0; row < rows.size(); ++row) {
+    const RowAt at = rows(row);
+    float* acc = task.t.accum + row * amx.columns;
+    const float max = task.t.row_max[row];
+    finalize_row(p, at.head, max == kNegInf ? max : max * kLn2, task.t.row_sum[row], acc, acc);
+    if (p.out_strides[3] == 1) {
+      store_row16(acc, p.value_dim, p.dtype,
+                  out + b * p.out_strides[0] + at.head * p.out_strides[1] + at.position * p.out_strides[2]);
+    } else {
+      store_out(p, b, at, acc);
+    }
+  }
+}
+
+}  // namespace
+
+void run_tiled_kernel(const AttentionParams& p, const plan::CpuRoute& r, std::byte* scratch) {
+  const auto& amx = r.amx;
+  const Packed packed{amx, amx.packed.at<std::byte>(scratch)};
+  {
+    const profile::Dispatch dispatch(amx.pack_kernel_name.c_str(), amx.key_tiles, p.kv_heads, p.batch);
+    parallel_for(r.plan.workers, p.batch * p.kv_heads * amx.key_tiles, [&](std::int64_t work, int) {
+      const std::int64_t tile = work % amx.key_tiles, pair_index = work / amx.key_tiles;
+      pack_tile(p, packed, pair_index / p.kv_heads, pair_index % p.kv_heads, tile);
+    });
+  }
+  const std::int64_t blocks = (p.q_len + r.block_q - 1) / r.block_q;
+  const profile::Dispatch dispatch(r.plan.kernel_name.c_str(), blocks, p.kv_heads, p.batch);
+  parallel_for(r.plan.workers, p.batch * p.kv_heads * blocks, [&](std::int64_t work, int worker) {
+    const std::int64_t block = p.causal ? blocks - 1 - work % blocks : work % blocks;
+    const std::int64_t first = block * r.block_q;
+    const Rows rows{(work / blocks) % p.kv_heads, first, std::min(r.block_q, p.q_len - first), p.group()};
+    const auto w = static_cast<std::size_t>(worker);
+    float* stats = r.stats.at<float>(scratch, w);
+    const std::int64_t stat_rows = p.group() * r.block_q;
+    Workspace t{};
+    t.scores = r.scores.at<float>(scratch, w);
+    t.accum = r.accum.at<float>(scratch, w);
+    t.row_max = stats;
+    t.row_sum = stats + stat_rows;
+    t.accum_stride = amx.columns;
+    const Task task{amx.q.at<Bits>(scratch, w), t.scores, amx.p.at<Bits>(scratch, w), t};
+    tiled_task(p, r, packed, task, work / (blocks * p.kv_heads), rows);
+  });
+}
+
+// Four independent accumulators fed by two A and two B tiles, `steps` times: the tiles' own
+// bfloat16 rate. Returns the FLOPs done.
+double matrix_chains(std::int64_t steps) {
+  alignas(64) static const std::array<Bits, amx::kTileRows * amx::kTileBytes / 2> operand = [] {
+    std::array<Bits, amx::kTileRows * amx::kTileBytes / 2> values{};
+    for (std::size_t e = 0; e < values.size(); ++e) values[e] = float_to_bfloat16_bits(0.5f + 0.001f * static_cast<float>(e % 97));
+    return values;
+  }();
+  alignas(64) float sink[amx::kTileRows * amx::kTileColumns];
+  const amx::Tiles tiles;
+  amx::zero<0>();
+  amx::zero<1>();
+  amx::zero<2>();
+  amx::zero<3>();
+  amx::load<4>(operand.data(), amx::kTileBytes);
+  amx::load<5>(operand.data(), amx::kTileBytes);
+  amx::load<6>(operand.data(), amx::kTileBytes);
+  amx::load<7>(operand.data(), amx::kTileBytes);
+  for (std::int64_t step = 0; step < steps; ++step) {
+    amx::dot_bf16<0, 4, 6>();
+    amx::dot_bf16<1, 4, 7>();
+    amx::dot_bf16<2, 5, 6>();
+    amx::dot_bf16<3, 5, 7>();
+  }
+  amx::store<0>(sink, amx::kTileBytes);
+  volatile float keep = sink[0];
+  (void)keep;
+  return static_cast<double>(steps) * 4 * amx::kTileRows * amx::kTileColumns * amx::kTileDepth * 2;
+}
+
+}  // namespace HEED_ISA
+}  // namespace heed::cpu
