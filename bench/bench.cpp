@@ -7,10 +7,12 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <ostream>
 #include <sstream>
 #include <variant>
 
+#include "device_memory.hpp"
 #include "heed/attention.hpp"
 #include "heed/error.hpp"
 
@@ -170,20 +172,51 @@ CaseInputs build_inputs(const cases::Case& c) {
   return inputs;
 }
 
-// Median wall time in milliseconds of `reps` calls after one warm-up call.
-template <typename Call>
-double median_ms(int reps, const Call& call) {
-  call();
-  std::vector<double> times;
-  for (int rep = 0; rep < std::max(reps, 1); ++rep) {
-    const auto start = std::chrono::steady_clock::now();
-    call();
-    const auto stop = std::chrono::steady_clock::now();
-    times.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+// A host buffer's copy on `device` (the buffer itself on the CPU), kept alive by `keep`.
+TensorView on_device(const Buffer& host, Device device, std::vector<std::unique_ptr<DeviceMemory>>& keep) {
+  if (device.type == DeviceType::CPU) return host.view;
+  auto memory = std::make_unique<DeviceMemory>(device, host.bytes.size());
+  memory->upload(host.bytes.data(), host.bytes.size());
+  TensorView view = host.view;
+  view.data = memory->data();
+  view.device = device;
+  keep.push_back(std::move(memory));
+  return view;
 }
+
+// The inputs of one case on the benchmark's device.
+struct DeviceInputs {
+  std::vector<std::unique_ptr<DeviceMemory>> memory;
+  TensorView q, k, v;
+  AttentionOptions options;
+};
+
+DeviceInputs place(const CaseInputs& inputs, Device device) {
+  DeviceInputs placed;
+  placed.options = inputs.options;
+  placed.q = on_device(inputs.q, device, placed.memory);
+  placed.k = on_device(inputs.k, device, placed.memory);
+  placed.v = on_device(inputs.v, device, placed.memory);
+  if (inputs.options.mask) placed.options.mask = on_device(inputs.mask, device, placed.memory);
+  if (inputs.options.sinks) placed.options.sinks = on_device(inputs.sinks, device, placed.memory);
+  return placed;
+}
+
+// An output on `device`, read back into `host` by fetch().
+struct DeviceOutput {
+  DeviceOutput(Buffer& host_buffer, Device device) : host(host_buffer), view(host_buffer.view) {
+    if (device.type == DeviceType::CPU) return;
+    memory = std::make_unique<DeviceMemory>(device, host.bytes.size());
+    view.data = memory->data();
+    view.device = device;
+  }
+  void fetch() {
+    if (memory) memory->download(host.bytes.data(), host.bytes.size());
+  }
+  Buffer& host;
+  TensorView view;
+  std::unique_ptr<DeviceMemory> memory;
+};
 
 double max_abs_diff(const Buffer& a, const Buffer& b) {
   const std::vector<float> first = to_float(a);
@@ -197,13 +230,13 @@ double max_abs_diff(const Buffer& a, const Buffer& b) {
   return largest;
 }
 
-void compare_with_composed(const CaseInputs& inputs, const Buffer& heed_out, const Options& options,
-                           Result& result) {
-  AttentionOptions composed_options = inputs.options;
+void compare_with_composed(const CaseInputs& inputs, const DeviceInputs& placed, const Buffer& heed_out,
+                           const Options& options, Result& result) {
+  AttentionOptions composed_options = placed.options;
   composed_options.route = RouteChoice::Composed;
   AttentionPlan plan;
   try {
-    plan = plan_attention(inputs.q.view, inputs.k.view, inputs.v.view, composed_options);
+    plan = plan_attention(placed.q, placed.k, placed.v, composed_options);
   } catch (const Error& error) {
     result.composed_note = std::string("composed route refused: ") + error.what();
     return;
@@ -217,24 +250,23 @@ void compare_with_composed(const CaseInputs& inputs, const Buffer& heed_out, con
     return;
   }
   Buffer composed_out = allocate(heed_out.view.dtype, heed_out.view.shape);
-  result.composed_ms = median_ms(options.reps, [&] {
-    attention(inputs.q.view, inputs.k.view, inputs.v.view, composed_out.view, inputs.scale,
-              composed_options);
+  DeviceOutput composed(composed_out, options.device);
+  result.composed_ms = median_ms(options.device, options.reps, [&] {
+    attention(placed.q, placed.k, placed.v, composed.view, inputs.scale, composed_options);
   });
+  composed.fetch();
   result.speedup = *result.composed_ms / result.median_ms;
   result.max_abs_diff = max_abs_diff(heed_out, composed_out);
   if (std::isnan(*result.max_abs_diff)) result.composed_note = "an output holds NaN";
 }
 
-// Fails with heed's own error where the device cannot run, else says what the CLI lacks.
+// Fails with heed's own error where the device cannot run (no CUDA build, no device).
 void check_device(const cases::Case& c, const Options& options) {
   if (options.device.type == DeviceType::CPU) return;
   const Shape q{c.batch, c.q_heads, c.q_len, c.head_dim};
   const Shape k{c.batch, c.kv_heads, c.kv_len, c.head_dim};
   const Shape v{c.batch, c.kv_heads, c.kv_len, c.value_dim};
   plan_attention(q, k, v, c.dtype, AttentionOptions{}, options.device);
-  throw Error(ErrorKind::Unsupported, "[heed::bench] device " + options.device.to_string() +
-                                          ": the benchmark runner allocates host memory only");
 }
 
 std::string format(const char* pattern, double value) {
@@ -310,8 +342,8 @@ std::string describe_shape(const cases::Case& c) {
 Result run_case(const cases::Case& c, const Options& options) {
   check_device(c, options);
   const CaseInputs inputs = build_inputs(c);
-  const AttentionPlan plan =
-      plan_attention(inputs.q.view, inputs.k.view, inputs.v.view, inputs.options);
+  const DeviceInputs placed = place(inputs, options.device);
+  const AttentionPlan plan = plan_attention(placed.q, placed.k, placed.v, placed.options);
   Result result;
   result.c = c;
   result.route = describe_kernel(plan.kernel);
@@ -325,14 +357,15 @@ Result run_case(const cases::Case& c, const Options& options) {
   result.on_amx = says("AMX tiles");
   result.on_dot_bf16 = says("AVX512-BF16 dot products");
   Buffer heed_out = allocate(c.dtype, Shape{c.batch, c.q_heads, c.q_len, c.value_dim});
-  result.median_ms = median_ms(options.reps, [&] {
-    attention(inputs.q.view, inputs.k.view, inputs.v.view, heed_out.view, inputs.scale,
-              inputs.options);
+  DeviceOutput out(heed_out, options.device);
+  result.median_ms = median_ms(options.device, options.reps, [&] {
+    attention(placed.q, placed.k, placed.v, out.view, inputs.scale, placed.options);
   });
+  out.fetch();
   const double seconds = result.median_ms / 1e3;
   result.gflops = seconds > 0 ? c.flops() / seconds / 1e9 : 0.0;
   result.gbytes = seconds > 0 ? c.bytes() / seconds / 1e9 : 0.0;
-  compare_with_composed(inputs, heed_out, options, result);
+  compare_with_composed(inputs, placed, heed_out, options, result);
   return result;
 }
 
@@ -409,8 +442,20 @@ std::string to_json(const Result& r) {
 void run_suite(const std::vector<cases::Case>& suite, const Options& options, bool json,
                std::ostream& out) {
   if (!suite.empty()) check_device(suite.front(), options);  // before any output
-  const CpuCeilings ceilings = measure_cpu_ceilings();
-  if (!json) out << describe_ceilings(ceilings) << std::endl;
+  // On a GPU the copy bandwidth of the card is the ceiling of the memory-bound cases.
+  CpuCeilings ceilings;
+  if (options.device.type == DeviceType::CPU) {
+    ceilings = measure_cpu_ceilings();
+    if (!json) out << describe_ceilings(ceilings) << std::endl;
+  } else {
+    ceilings.threads = 0;
+    ceilings.isa = "cuda";
+    ceilings.copy_gbytes = measure_device_copy_gbytes(options.device);
+    if (!json) {
+      out << "ceilings: " << options.device.to_string() << " " << device_name(options.device)
+          << format(", copy %.1f GB/s (read + write)", ceilings.copy_gbytes) << std::endl;
+    }
+  }
   out << (json ? "[" : table_header()) << std::endl;
   std::vector<std::string> records;  // for options.records_path
   std::size_t failed = 0;
@@ -422,11 +467,17 @@ void run_suite(const std::vector<cases::Case>& suite, const Options& options, bo
       Result result = run_case(suite[i], options);
       result.ceilings = ceilings;
       // Matrix work on the AMX tiles or AVX512-BF16 dot products is measured against their own
-      // bfloat16 rate (a float16 product takes three tile products), the rest against the FMA peak.
-      result.roofline = result.c.memory_bound() ? result.gbytes / ceilings.copy_gbytes
-                        : result.on_amx         ? result.gflops / ceilings.amx_gflops
-                        : result.on_dot_bf16    ? result.gflops / ceilings.dot_bf16_gflops
-                                                : result.gflops / ceilings.fma_gflops;
+      // bfloat16 rate (a float16 product takes three tile products), the rest against the FMA
+      // peak; on a GPU only the memory-bound cases have a ceiling (the card's copy bandwidth).
+      if (result.c.memory_bound()) {
+        result.roofline = result.gbytes / ceilings.copy_gbytes;
+      } else if (result.on_amx && ceilings.amx_gflops > 0) {
+        result.roofline = result.gflops / ceilings.amx_gflops;
+      } else if (result.on_dot_bf16 && ceilings.dot_bf16_gflops > 0) {
+        result.roofline = result.gflops / ceilings.dot_bf16_gflops;
+      } else if (ceilings.fma_gflops > 0) {
+        result.roofline = result.gflops / ceilings.fma_gflops;
+      }
       out << (json ? to_json(result) + separator : table_row(result)) << std::endl;
       if (!options.records_path.empty()) records.push_back(to_json(result));
     } catch (const Error& error) {

@@ -9,6 +9,10 @@
 #include "memory/cpu_allocator.hpp"
 #include "plan/cpu_plan.hpp"
 #include "plan/planner.hpp"
+#if HEED_HAS_CUDA
+#include "cuda/runtime.hpp"
+#include "plan/cuda_plan.hpp"
+#endif
 
 namespace heed {
 namespace {
@@ -55,14 +59,34 @@ void check_call(const TensorView& q, const TensorView& v, const TensorView& out,
   }
 }
 
+#if HEED_HAS_CUDA
+void attention_cuda(const plan::Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
+                    TensorView& out, float scale, const AttentionOptions& options, Stream stream) {
+  const plan::CudaRoute route = plan::plan_cuda(problem, cuda::device_info(q.device, kOp));
+  check_call(q, v, out, scale, options, route.plan.scratch_bytes);
+  if (problem.empty_output()) return;
+  for (const auto& [view, name] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}}) {
+    if (view->shape.numel(kOp) > 0) cuda::check_device_pointer(view->data, q.device, name);
+  }
+  if (options.mask && options.mask->shape.numel(kOp) > 0) cuda::check_device_pointer(options.mask->data, q.device, "mask");
+  if (options.sinks && options.sinks->shape.numel(kOp) > 0) cuda::check_device_pointer(options.sinks->data, q.device, "sinks");
+  cuda::run_attention(q, k, v, out, scale, options, route, stream.handle);
+}
+#endif
+
 }  // namespace
 
 void attention(const TensorView& q, const TensorView& k, const TensorView& v, TensorView& out, float scale,
-               const AttentionOptions& options, Stream) {
+               const AttentionOptions& options, Stream stream) {
   const plan::Problem problem = plan::validate_views(q, k, v, options);
   check_data(q, "q");
   check_data(k, "k");
   check_data(v, "v");
+#if HEED_HAS_CUDA
+  if (q.device.type == DeviceType::CUDA) return attention_cuda(problem, q, k, v, out, scale, options, stream);
+#else
+  (void)stream;
+#endif
   plan::require_backend(q.device);
   const plan::CpuRoute route = plan::plan_cpu(problem);
   check_call(q, v, out, scale, options, route.plan.scratch_bytes);

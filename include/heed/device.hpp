@@ -13,7 +13,7 @@ struct Device {
 
   static Device cpu() { return {DeviceType::CPU, 0}; }
   static Device cuda(int index = 0) { return {DeviceType::CUDA, index}; }
-  // The CPU until a CUDA backend that can run is present.
+  // cuda:0 when heed was built with CUDA and a device is present, else the CPU.
   static Device default_device();
 
   std::string to_string() const;  // "cpu", "cuda:0"

@@ -7,6 +7,9 @@
 #include "core/format.hpp"
 #include "heed/error.hpp"
 #include "heed/memory.hpp"
+#if HEED_HAS_CUDA
+#include "memory/cuda_allocator.hpp"
+#endif
 
 namespace heed {
 namespace {
@@ -23,6 +26,9 @@ void raise_peak(std::size_t active) {
 }  // namespace
 
 MemoryStats memory_stats(Device device) {
+#if HEED_HAS_CUDA
+  if (device.type == DeviceType::CUDA) return memory::cuda_memory_stats(device.index);
+#endif
   if (device.type != DeviceType::CPU) {
     throw Error(ErrorKind::Unsupported,
                 format("[heed::memory_stats] no allocator for device {} in this build", device.to_string()));
@@ -31,6 +37,9 @@ MemoryStats memory_stats(Device device) {
 }
 
 void reset_peak(Device device) {
+#if HEED_HAS_CUDA
+  if (device.type == DeviceType::CUDA) return memory::cuda_reset_peak(device.index);
+#endif
   if (device.type != DeviceType::CPU) {
     throw Error(ErrorKind::Unsupported,
                 format("[heed::reset_peak] no allocator for device {} in this build", device.to_string()));

@@ -7,6 +7,9 @@
 #include "heed/error.hpp"
 #include "plan/cpu_plan.hpp"
 #include "plan/planner.hpp"
+#if HEED_HAS_CUDA
+#include "cuda/runtime.hpp"
+#endif
 
 namespace heed {
 
@@ -95,6 +98,14 @@ void require_backend(Device device) {
   }
 }
 
+AttentionPlan plan_on(const Problem& problem, Device device) {
+#if HEED_HAS_CUDA
+  if (device.type == DeviceType::CUDA) return plan_cuda(problem, cuda::device_info(device, kOp)).plan;
+#endif
+  require_backend(device);
+  return plan_cpu(problem).plan;
+}
+
 Problem validate_views(const TensorView& q, const TensorView& k, const TensorView& v,
                        const AttentionOptions& options) {
   for (const auto& [view, name] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}}) {
@@ -119,15 +130,13 @@ Problem validate_views(const TensorView& q, const TensorView& k, const TensorVie
 AttentionPlan plan_attention(const Shape& q, const Shape& k, const Shape& v, DType dtype,
                              const AttentionOptions& options, Device device) {
   const plan::Problem problem = plan::validate_problem(q, k, v, dtype, dtype, dtype, options);
-  plan::require_backend(device);
-  return plan::plan_cpu(problem).plan;
+  return plan::plan_on(problem, device);
 }
 
 AttentionPlan plan_attention(const TensorView& q, const TensorView& k, const TensorView& v,
                              const AttentionOptions& options) {
   const plan::Problem problem = plan::validate_views(q, k, v, options);
-  plan::require_backend(q.device);
-  return plan::plan_cpu(problem).plan;
+  return plan::plan_on(problem, q.device);
 }
 
 }  // namespace heed

@@ -3,6 +3,7 @@
 
 #include "heed/device.hpp"
 #include "heed/options.hpp"
+#include "heed/plan.hpp"
 #include "heed/tensor.hpp"
 #include "plan/problem.hpp"
 
@@ -13,5 +14,7 @@ Problem validate_views(const TensorView& q, const TensorView& k, const TensorVie
                        const AttentionOptions& options);
 // Throws Unsupported when this build has no backend for the device.
 void require_backend(Device device);
+// The plan of a validated problem on `device` (the CPU or, when built, a CUDA device).
+AttentionPlan plan_on(const Problem& problem, Device device);
 
 }  // namespace heed::plan

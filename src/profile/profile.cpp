@@ -1,5 +1,7 @@
 #include "heed/profile.hpp"
 
+#include "profile/record.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -81,29 +83,38 @@ std::string report() {
   return text;
 }
 
-Dispatch::Dispatch(const char* name, std::int64_t x, std::int64_t y, std::int64_t z) {
-  const Mode current = mode();
-  if (current == Mode::Off) return;
+namespace detail {
+
+std::int64_t record(const char* name, std::int64_t x, std::int64_t y, std::int64_t z) {
+  if (mode() == Mode::Off) return -1;
   std::string key = std::string(name) + " [" + std::to_string(x) + ", " + std::to_string(y) +
                     ", " + std::to_string(z) + "]";
   Table& t = table();
-  {
-    std::lock_guard lock(t.mutex);
-    auto [it, inserted] = t.index.try_emplace(key, t.entries.size());
-    if (inserted) t.entries.push_back({std::move(key), 0, 0.0});
-    ++t.entries[it->second].count;
-    index_ = static_cast<std::int64_t>(it->second);
-  }
-  if (current == Mode::Time) start_ns_ = now_ns();
+  std::lock_guard lock(t.mutex);
+  auto [it, inserted] = t.index.try_emplace(key, t.entries.size());
+  if (inserted) t.entries.push_back({std::move(key), 0, 0.0});
+  ++t.entries[it->second].count;
+  return static_cast<std::int64_t>(it->second);
+}
+
+void add_seconds(std::int64_t entry, double seconds) {
+  if (entry < 0) return;
+  Table& t = table();
+  std::lock_guard lock(t.mutex);
+  // reset() between recording and timing empties the table: drop the duration.
+  if (static_cast<std::size_t>(entry) < t.entries.size()) t.entries[static_cast<std::size_t>(entry)].seconds += seconds;
+}
+
+}  // namespace detail
+
+Dispatch::Dispatch(const char* name, std::int64_t x, std::int64_t y, std::int64_t z) {
+  index_ = detail::record(name, x, y, z);
+  if (index_ >= 0 && mode() == Mode::Time) start_ns_ = now_ns();
 }
 
 Dispatch::~Dispatch() {
   if (index_ < 0 || start_ns_ == 0) return;
-  const double seconds = static_cast<double>(now_ns() - start_ns_) * 1e-9;
-  Table& t = table();
-  std::lock_guard lock(t.mutex);
-  // reset() between construction and destruction empties the table: drop the duration.
-  if (static_cast<std::size_t>(index_) < t.entries.size()) t.entries[static_cast<std::size_t>(index_)].seconds += seconds;
+  detail::add_seconds(index_, static_cast<double>(now_ns() - start_ns_) * 1e-9);
 }
 
 }  // namespace heed::profile

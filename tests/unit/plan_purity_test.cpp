@@ -69,7 +69,7 @@ std::vector<PlanInput> plan_inputs() {
 
 std::vector<AttentionPlan> plan_all() {
   std::vector<AttentionPlan> plans;
-  for (const PlanInput& in : plan_inputs()) plans.push_back(plan_attention(in.q, in.k, in.v, in.dtype, in.options));
+  for (const PlanInput& in : plan_inputs()) plans.push_back(plan_attention(in.q, in.k, in.v, in.dtype, in.options, Device::cpu()));
   return plans;
 }
 

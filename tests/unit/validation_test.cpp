@@ -317,7 +317,7 @@ TEST_P(InvalidInput, RejectedIdenticallyByPlanAndOp) {
 
   if (c.k_dtype == c.q_dtype && c.v_dtype == c.q_dtype) {  // one dtype: expressible as shapes
     const auto from_shapes =
-        rejection([&] { (void)plan_attention(c.q, c.k, c.v, c.q_dtype, options); }, "plan_attention(shapes)");
+        rejection([&] { (void)plan_attention(c.q, c.k, c.v, c.q_dtype, options, Device::cpu()); }, "plan_attention(shapes)");
     ASSERT_TRUE(from_shapes.has_value());
     expect_invalid(*from_shapes, c.expected, "plan_attention(shapes)");
     EXPECT_STREQ(from_shapes->what(), from_views->what());
@@ -354,7 +354,7 @@ TEST(Validation, BaselineIsAccepted) {
   ValidInputs in;
   const AttentionOptions options;
   EXPECT_NO_THROW((void)plan_attention(in.q_view, in.k_view, in.v_view, options));
-  EXPECT_NO_THROW((void)plan_attention(in.q_view.shape, in.k_view.shape, in.v_view.shape, DType::Float32, options));
+  EXPECT_NO_THROW((void)plan_attention(in.q_view.shape, in.k_view.shape, in.v_view.shape, DType::Float32, options, Device::cpu()));
   ASSERT_NO_THROW(attention(in.q_view, in.k_view, in.v_view, in.out_view, 0.125f, options));
   // Equal keys, equal values of 1: every output element is 1.
   for (float x : in.out) ASSERT_FLOAT_EQ(x, 1.0f);

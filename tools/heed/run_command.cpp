@@ -10,8 +10,10 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 
 #include "commands.hpp"
+#include "device_memory.hpp"
 #include "heed/attention.hpp"
 #include "heed/error.hpp"
 #include "npy.hpp"
@@ -35,7 +37,7 @@ constexpr const char* kRunUsage =
     "  --sinks s.npy                float32 [Hq] sink logits\n"
     "  --max-score-bytes N          cap on any score-sized intermediate\n"
     "  --route auto|vector|tiled|composed   force a route (default auto)\n"
-    "  --device cpu|cuda[:N]        where to run (default cpu)\n";
+    "  --device cpu|cuda[:N]        where to run (default cpu); CUDA copies the inputs to the device\n";
 
 const std::vector<FlagSpec> kRunFlags = {{"q"},
                                          {"k"},
@@ -211,20 +213,40 @@ int run_command(const std::vector<std::string>& tokens) {
     sinks = convert(read_input(*path, "sinks", 1), DType::Float32);
     options.sinks = sinks.view;
   }
-  if (device.type != DeviceType::CPU) {
-    plan_attention(q.view.shape, k.view.shape, v.view.shape, dtype, options, device);
-    throw Error(ErrorKind::Unsupported, "[heed run] --device " + device.to_string() +
-                                            ": the tool reads inputs into host memory only");
-  }
+  // Rejects bad input (and a device this build or machine lacks) before allocating anything.
+  plan_attention(q.view.shape, k.view.shape, v.view.shape, dtype, options, device);
+  plan_attention(q.view, k.view, v.view, options);
   const std::int64_t head_dim = q.view.shape[3];
   const float scale_value =
       scale.value_or(head_dim > 0 ? 1.0f / std::sqrt(static_cast<float>(head_dim)) : 1.0f);
   const Shape out_shape{q.view.shape[0], q.view.shape[1], q.view.shape[2], v.view.shape[3]};
-  plan_attention(q.view, k.view, v.view, options);  // rejects bad input before allocating out
   std::vector<std::byte> out_bytes(static_cast<std::size_t>(out_shape.numel("heed run")) *
                                    size_of(dtype));
   TensorView out(out_bytes.data(), dtype, out_shape);
-  attention(q.view, k.view, v.view, out, scale_value, options);
+  if (device.type == DeviceType::CPU) {
+    attention(q.view, k.view, v.view, out, scale_value, options);
+  } else {
+    // Copies of the inputs on the device, the output read back after the call.
+    std::vector<std::unique_ptr<bench::DeviceMemory>> keep;
+    const auto upload = [&](const Tensor& tensor) {
+      keep.push_back(std::make_unique<bench::DeviceMemory>(device, tensor.bytes.size()));
+      keep.back()->upload(tensor.bytes.data(), tensor.bytes.size());
+      TensorView view = tensor.view;
+      view.data = keep.back()->data();
+      view.device = device;
+      return view;
+    };
+    const TensorView q_device = upload(q), k_device = upload(k), v_device = upload(v);
+    AttentionOptions device_options = options;
+    if (options.mask) device_options.mask = upload(mask);
+    if (options.sinks) device_options.sinks = upload(sinks);
+    bench::DeviceMemory out_device(device, out_bytes.size());
+    TensorView out_view = out;
+    out_view.data = out_device.data();
+    out_view.device = device;
+    attention(q_device, k_device, v_device, out_view, scale_value, device_options);
+    out_device.download(out_bytes.data(), out_bytes.size());
+  }
 
   const npy::Array out_array = widen_to_float32(out_bytes, dtype, out_shape);
   write_atomically(out_path, out_array);

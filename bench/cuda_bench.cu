@@ -1,0 +1,163 @@
+// heed_cuda_bench: the GPU benchmark of scripts/gpu-check. Measures the card's copy bandwidth
+// (device-to-device, bytes read + written), then times heed on each case with CUDA events
+// (median of the repetitions after a warm-up) and prints one JSON object per case:
+// milliseconds, bytes (q + k + v read once, out written once) and FLOPs of the visible pairs.
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "heed/heed.hpp"
+
+namespace {
+
+void ok(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    std::fprintf(stderr, "heed_cuda_bench: %s: %s\n", what, cudaGetErrorString(status));
+    std::exit(1);
+  }
+}
+
+struct Case {
+  const char* name;
+  std::int64_t batch, q_heads, kv_heads, q_len, kv_len, head_dim;
+  bool causal;
+  bool decode;
+};
+
+// The issue's decode targets and two prefill shapes on the composed route.
+const Case kCases[] = {
+    {"decode_b16_32x8_d128_8k", 16, 32, 8, 1, 8192, 128, false, true},
+    {"decode_b64_32x8_d128_4k", 64, 32, 8, 1, 4096, 128, false, true},
+    {"decode_b1_32x8_d128_32k", 1, 32, 8, 1, 32768, 128, false, true},
+    {"decode_b1_16x2_d256_131k", 1, 16, 2, 1, 131072, 256, false, true},
+    {"prefill_b4_32x8_d128_2k_causal", 4, 32, 8, 2048, 2048, 128, true, false},
+    {"prefill_b8_12x12_d64_512", 8, 12, 12, 512, 512, 64, false, false},
+};
+
+__global__ void fill_kernel(__nv_bfloat16* data, std::int64_t count, std::uint32_t seed) {
+  for (std::int64_t n = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; n < count;
+       n += std::int64_t(gridDim.x) * blockDim.x) {
+    std::uint32_t x = static_cast<std::uint32_t>(n) * 2654435761u ^ seed;
+    x ^= x >> 15;
+    x *= 2246822519u;
+    x ^= x >> 13;
+    data[n] = __float2bfloat16((static_cast<float>(x & 0xffff) / 65535.0f - 0.5f) * 3.0f);
+  }
+}
+
+__nv_bfloat16* random_bf16(std::int64_t count, std::uint32_t seed) {
+  void* pointer = nullptr;
+  ok(cudaMalloc(&pointer, static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * 2), "cudaMalloc");
+  auto* data = static_cast<__nv_bfloat16*>(pointer);
+  fill_kernel<<<1024, 256>>>(data, count, seed);
+  ok(cudaGetLastError(), "fill");
+  return data;
+}
+
+template <typename F>
+double median_ms(F&& call, int warmup, int reps) {
+  cudaEvent_t start, stop;
+  ok(cudaEventCreate(&start), "event");
+  ok(cudaEventCreate(&stop), "event");
+  for (int i = 0; i < warmup; ++i) call();
+  std::vector<float> times;
+  for (int i = 0; i < reps; ++i) {
+    ok(cudaEventRecord(start), "record");
+    call();
+    ok(cudaEventRecord(stop), "record");
+    ok(cudaEventSynchronize(stop), "sync");
+    float ms = 0;
+    ok(cudaEventElapsedTime(&ms, start, stop), "elapsed");
+    times.push_back(ms);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+// Device-to-device copy of 1 GiB, bytes read + written per second.
+double copy_tbytes() {
+  const std::size_t bytes = std::size_t{1} << 30;
+  void *a = nullptr, *b = nullptr;
+  ok(cudaMalloc(&a, bytes), "cudaMalloc");
+  ok(cudaMalloc(&b, bytes), "cudaMalloc");
+  ok(cudaMemset(a, 1, bytes), "memset");
+  const double ms = median_ms([&] { ok(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice), "copy"); }, 3, 20);
+  ok(cudaFree(a), "free");
+  ok(cudaFree(b), "free");
+  return 2.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e12;
+}
+
+double visible_pairs(const Case& c) {
+  double pairs = 0;
+  for (std::int64_t i = 0; i < c.q_len; ++i) {
+    const std::int64_t end = c.causal ? std::min(c.kv_len, i + c.kv_len - c.q_len + 1) : c.kv_len;
+    pairs += static_cast<double>(std::max<std::int64_t>(end, 0));
+  }
+  return pairs * static_cast<double>(c.batch * c.q_heads);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace heed;
+  int reps = 30;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) == "--reps") reps = std::atoi(argv[i + 1]);
+  }
+  const double copy = copy_tbytes();
+  std::printf("{\"copy_tbytes\": %.4f}\n", copy);
+  for (const Case& c : kCases) {
+    const Shape q_shape{c.batch, c.q_heads, c.q_len, c.head_dim};
+    const Shape k_shape{c.batch, c.kv_heads, c.kv_len, c.head_dim};
+    const Shape out_shape = q_shape;
+    auto* q = random_bf16(q_shape.numel(), 1);
+    auto* k = random_bf16(k_shape.numel(), 2);
+    auto* v = random_bf16(k_shape.numel(), 3);
+    auto* out = random_bf16(out_shape.numel(), 4);
+    const Device gpu = Device::cuda(0);
+    const TensorView qv(q, DType::BFloat16, q_shape, gpu), kv(k, DType::BFloat16, k_shape, gpu),
+        vv(v, DType::BFloat16, k_shape, gpu);
+    TensorView ov(out, DType::BFloat16, out_shape, gpu);
+    AttentionOptions options;
+    options.causal = c.causal;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    const AttentionPlan plan = plan_attention(qv, kv, vv, options);
+    const double ms = median_ms([&] { attention(qv, kv, vv, ov, scale, options); }, 3, reps);
+    // Back to back: the launches of one call queue behind the last one's kernels, so host work
+    // (planning, checks, allocation) overlaps the device's and the figure is the device's.
+    constexpr int kBatch = 10;
+    const double batched_ms = median_ms([&] {
+      for (int i = 0; i < kBatch; ++i) attention(qv, kv, vv, ov, scale, options);
+    }, 1, std::max(reps / 3, 3)) / kBatch;
+    double composed_ms = -1;
+    if (!c.decode) {
+      AttentionOptions composed = options;
+      composed.route = RouteChoice::Composed;
+      composed_ms = median_ms([&] { attention(qv, kv, vv, ov, scale, composed); }, 2, std::max(reps / 3, 3));
+    }
+    const double bytes = 2.0 * static_cast<double>(q_shape.numel() + 2 * k_shape.numel() + out_shape.numel());
+    const double flops = visible_pairs(c) * 2.0 * static_cast<double>(2 * c.head_dim);
+    std::printf("{\"name\": \"%s\", \"batch\": %lld, \"q_heads\": %lld, \"kv_heads\": %lld, \"q_len\": %lld, "
+                "\"kv_len\": %lld, \"head_dim\": %lld, \"causal\": %s, \"decode\": %s, \"kernel\": \"%s\", "
+                "\"ms\": %.5f, \"bytes\": %.0f, \"flops\": %.0f, \"tbytes\": %.4f, \"tflops\": %.2f, "
+                "\"copy_tbytes\": %.4f, \"composed_ms\": %.5f, \"batched_ms\": %.5f, \"batched_tbytes\": %.4f}\n",
+                c.name, static_cast<long long>(c.batch), static_cast<long long>(c.q_heads),
+                static_cast<long long>(c.kv_heads), static_cast<long long>(c.q_len), static_cast<long long>(c.kv_len),
+                static_cast<long long>(c.head_dim), c.causal ? "true" : "false", c.decode ? "true" : "false",
+                plan.kernel_name.c_str(), ms, bytes, flops, bytes / (ms * 1e-3) / 1e12, flops / (ms * 1e-3) / 1e12,
+                copy, composed_ms, batched_ms, bytes / (batched_ms * 1e-3) / 1e12);
+    std::fflush(stdout);
+    ok(cudaFree(q), "free");
+    ok(cudaFree(k), "free");
+    ok(cudaFree(v), "free");
+    ok(cudaFree(out), "free");
+  }
+  return 0;
+}

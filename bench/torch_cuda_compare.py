@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Times PyTorch's scaled_dot_product_attention on the shapes of heed_cuda_bench (bfloat16,
+GQA through enable_gqa=True) with CUDA events, each backend separately, and prints the
+combined table: heed's figure, PyTorch's best backend, and the card's copy bandwidth.
+
+usage: torch_cuda_compare.py HEED_JSON_LINES [--reps N] [--json OUT]
+"""
+import json
+import statistics
+import sys
+
+
+def median_ms(fn, warmup, reps):
+    import torch
+    for _ in range(warmup):
+        fn()
+    start = torch.cuda.Event(enable_timing=True)
+    stop = torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(reps):
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return statistics.median(times)
+
+
+def torch_best(case, reps):
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    shape_q = (case["batch"], case["q_heads"], case["q_len"], case["head_dim"])
+    shape_k = (case["batch"], case["kv_heads"], case["kv_len"], case["head_dim"])
+    q = torch.randn(shape_q, device="cuda", dtype=torch.bfloat16, generator=gen)
+    k = torch.randn(shape_k, device="cuda", dtype=torch.bfloat16, generator=gen)
+    v = torch.randn(shape_k, device="cuda", dtype=torch.bfloat16, generator=gen)
+    results = {}
+    for name, backend in [("flash", SDPBackend.FLASH_ATTENTION), ("efficient", SDPBackend.EFFICIENT_ATTENTION),
+                          ("cudnn", SDPBackend.CUDNN_ATTENTION), ("math", SDPBackend.MATH)]:
+        if name == "math" and case["kv_len"] * case["q_len"] * case["q_heads"] * case["batch"] > 2**31:
+            continue
+        try:
+            with sdpa_kernel([backend]):
+                fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=case["causal"], enable_gqa=True)
+                fn()
+                torch.cuda.synchronize()
+                results[name] = median_ms(fn, 3, reps)
+                batched = median_ms(lambda: [fn() for _ in range(10)], 1, max(reps // 3, 3)) / 10
+                results[name + "_batched"] = batched
+        except Exception as error:  # a backend that cannot serve the shape
+            results[name] = None
+    del q, k, v
+    torch.cuda.empty_cache()
+    return results
+
+
+def main():
+    args = sys.argv[1:]
+    reps = int(args[args.index("--reps") + 1]) if "--reps" in args else 30
+    out_json = args[args.index("--json") + 1] if "--json" in args else None
+    cases = []
+    with open(args[0]) as lines:
+        for line in lines:
+            line = line.strip()
+            if line.startswith("{") and "name" in line:
+                cases.append(json.loads(line))
+    try:
+        import torch
+        have_torch = torch.cuda.is_available()
+        version = torch.__version__
+    except ImportError:
+        have_torch, version = False, None
+    rows = []
+    for case in cases:
+        row = dict(case)
+        if have_torch:
+            backends = torch_best(case, reps)
+            valid = {n: ms for n, ms in backends.items() if ms is not None and not n.endswith("_batched")}
+            best = min(valid, key=valid.get) if valid else None
+            row["torch_backends_ms"] = backends
+            row["torch_best"] = best
+            row["torch_ms"] = valid[best] if best else None
+            batched = [ms for n, ms in backends.items() if n.endswith("_batched") and ms is not None]
+            row["torch_batched_ms"] = min(batched) if batched else None
+        rows.append(row)
+    if out_json:
+        with open(out_json, "w") as f:
+            json.dump({"torch": version, "cases": rows}, f, indent=1)
+
+    print(f"\nheed vs PyTorch {version} SDPA (bfloat16; bytes = q + k + v + out; copy = measured D2D copy, read + write)")
+    header = (f"{'case':31} {'heed kernel':24} {'heed ms':>8} {'heed':>12} {'%copy':>5} {'torch ms':>8} {'torch':>12} "
+              f"{'backend':>9} {'copy TB/s':>9} {'vs torch':>8} | {'b2b heed':>9} {'b2b torch':>9}")
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        decode = r["decode"]
+        unit = "TB/s" if decode else "TFLOP/s"
+        heed_rate = r["tbytes"] if decode else r["tflops"]
+        torch_ms = r.get("torch_ms")
+        torch_rate = None
+        if torch_ms:
+            torch_rate = (r["bytes"] / (torch_ms * 1e-3) / 1e12) if decode else (r["flops"] / (torch_ms * 1e-3) / 1e12)
+        frac = f"{100 * r['tbytes'] / r['copy_tbytes']:.0f}%" if decode else "-"
+        ratio = f"{torch_ms / r['ms']:7.2f}x" if torch_ms else "     n/a"
+        tb = r.get("torch_batched_ms")
+        if decode:
+            b2b_heed = f"{r['batched_tbytes']:5.2f} TB/s"
+            b2b_torch = f"{r['bytes'] / (tb * 1e-3) / 1e12:5.2f} TB/s" if tb else "n/a"
+        else:
+            b2b_heed = f"{r['flops'] / (r['batched_ms'] * 1e-3) / 1e12:6.1f} TF/s"
+            b2b_torch = f"{r['flops'] / (tb * 1e-3) / 1e12:6.1f} TF/s" if tb else "n/a"
+        torch_text = f"{torch_rate:7.2f} {unit:4}" if torch_rate else "n/a"
+        torch_ms_text = f"{torch_ms:8.4f}" if torch_ms else "n/a"
+        print(f"{r['name']:31} {r['kernel']:24} {r['ms']:8.4f} {heed_rate:7.2f} {unit:4} {frac:>5} {torch_ms_text:>8} "
+              f"{torch_text:>12} {str(r.get('torch_best')):>9} {r['copy_tbytes']:9.2f} {ratio:>8} | {b2b_heed:>9} {b2b_torch:>9}")
+    print("rates: one call between CUDA events (median); b2b: 10 calls back to back / 10 (host work overlapped);"
+          " vs torch = torch ms / heed ms")
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+#include "cuda/runtime.hpp"
+
+#include <array>
+#include <memory>
+#include <mutex>
+
+#include "core/format.hpp"
+#include "cuda/check.hpp"
+#include "heed/error.hpp"
+
+namespace heed::cuda {
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+ErrorKind kind_of(cudaError_t status) {
+  switch (status) {
+    case cudaErrorMemoryAllocation: return ErrorKind::OutOfMemory;
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorInvalidDevice: return ErrorKind::Unsupported;
+    default: return ErrorKind::Internal;
+  }
+}
+
+}  // namespace
+
+void check(cudaError_t status, const char* op, const char* what) {
+  if (status == cudaSuccess) return;
+  throw Error(kind_of(status), format("[{}] {}: {} ({})", op, what, cudaGetErrorString(status),
+                                      cudaGetErrorName(status)));
+}
+
+void check_blas(cublasStatus_t status, const char* op, const char* what) {
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  const ErrorKind kind = status == CUBLAS_STATUS_ALLOC_FAILED ? ErrorKind::OutOfMemory : ErrorKind::Internal;
+  throw Error(kind, format("[{}] {}: cuBLAS status {} ({})", op, what, static_cast<int>(status),
+                           cublasGetStatusString(status)));
+}
+
+void check_launch(const char* op, const char* kernel) { check(cudaGetLastError(), op, kernel); }
+
+int device_count() {
+  static const int count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return n;
+  }();
+  return count;
+}
+
+const plan::CudaDeviceInfo& device_info(Device device, const char* op) {
+  const int count = device_count();
+  if (device.type != DeviceType::CUDA || device.index < 0 || device.index >= count || device.index >= kMaxDevices) {
+    throw Error(ErrorKind::Unsupported,
+                count == 0 ? format("[{}] device {}: no CUDA device is present", op, device.to_string())
+                           : format("[{}] device {}: only {} CUDA device(s) present", op, device.to_string(), count));
+  }
+  static std::array<std::once_flag, kMaxDevices> once;
+  static std::array<plan::CudaDeviceInfo, kMaxDevices> infos;
+  const auto i = static_cast<std::size_t>(device.index);
+  std::call_once(once[i], [&] {
+    plan::CudaDeviceInfo info;
+    info.index = device.index;
+    cudaDeviceProp prop{};
+    check(cudaGetDeviceProperties(&prop, device.index), op, "cudaGetDeviceProperties");
+    info.sm_count = prop.multiProcessorCount;
+    info.major = prop.major;
+    info.minor = prop.minor;
+    info.shared_per_block = prop.sharedMemPerBlockOptin;
+    info.name = prop.name;
+    infos[i] = info;
+  });
+  return infos[i];
+}
+
+void check_device_pointer(const void* data, Device device, const char* name) {
+  if (data == nullptr) return;
+  cudaPointerAttributes attributes{};
+  const cudaError_t status = cudaPointerGetAttributes(&attributes, data);
+  if (status != cudaSuccess) (void)cudaGetLastError();
+  const bool on_device = status == cudaSuccess &&
+                         (attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged) &&
+                         attributes.device == device.index;
+  if (!on_device) {
+    throw Error(ErrorKind::InvalidArgument,
+                format("[heed::attention] {} data is not memory of {}", name,
+                       device.to_string()));
+  }
+}
+
+DeviceGuard::DeviceGuard(int index, const char* op) {
+  check(cudaGetDevice(&previous_), op, "cudaGetDevice");
+  if (previous_ != index) {
+    check(cudaSetDevice(index), op, "cudaSetDevice");
+  } else {
+    previous_ = -1;
+  }
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_ >= 0) (void)cudaSetDevice(previous_);
+}
+
+cublasHandle_t blas_handle(int device, cudaStream_t stream, const char* op) {
+  // One handle per thread and device: a handle bound to one stream must not be shared
+  // between threads. Handles live until the process ends.
+  thread_local std::array<cublasHandle_t, kMaxDevices> handles{};
+  cublasHandle_t& handle = handles[static_cast<std::size_t>(device)];
+  if (handle == nullptr) {
+    check_blas(cublasCreate(&handle), op, "cublasCreate");
+    check_blas(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH), op, "cublasSetMathMode");
+  }
+  check_blas(cublasSetStream(handle, stream), op, "cublasSetStream");
+  return handle;
+}
+
+}  // namespace heed::cuda

@@ -1,0 +1,711 @@
+// The vector (decode) route: one block per (key partition × row tile, key head, batch) holds
+// the query rows of every head of the group and streams its keys once with 16-byte loads,
+// several keys in flight per key group; a second pass merges the partitions' partial max,
+// sum and output exactly (log-sum-exp).
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+
+#include "core/format.hpp"
+#include "cuda/check.hpp"
+#include "cuda/common.cuh"
+#include "cuda/launch.hpp"
+#include "cuda/vector.hpp"
+#include "heed/error.hpp"
+#include "plan/cuda_tables.hpp"
+
+namespace heed::cuda {
+namespace {
+
+constexpr int kThreads = plan::cuda::kVectorThreads;
+constexpr int kWarps = kThreads / 32;
+template <int C>
+constexpr int kKeysPerStep = plan::cuda::vector_keys_per_step(C);
+constexpr int kStages = plan::cuda::kVectorStages;
+
+struct RowInfo {
+  std::int64_t head, position, begin, end;
+  bool valid;
+};
+
+// Lanes with the same key group hold the same sums after the butterfly; adds the 32 / L key
+// groups of a warp (online-softmax states) into every lane.
+template <int C, int R, int E>
+__device__ __forceinline__ void merge_key_groups(float (&m)[R], float (&l)[R], float (&acc)[R][C][E], int lanes) {
+  for (int offset = lanes; offset < 32; offset <<= 1) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float m_other = __shfl_xor_sync(0xffffffffu, m[r], offset);
+      const float l_other = __shfl_xor_sync(0xffffffffu, l[r], offset);
+      const float m_new = fmaxf(m[r], m_other);
+      const float a = m_new == -INFINITY ? 0.0f : exp2f(m[r] - m_new);
+      const float b = m_new == -INFINITY ? 0.0f : exp2f(m_other - m_new);
+      l[r] = l[r] * a + l_other * b;
+#pragma unroll
+      for (int c = 0; c < C; ++c) {
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          const float other = __shfl_xor_sync(0xffffffffu, acc[r][c][e], offset);
+          acc[r][c][e] = acc[r][c][e] * a + other * b;
+        }
+      }
+      m[r] = m_new;
+    }
+  }
+}
+
+// Writes one finished row: out = acc / (sum + exp(sink)), all in the log2 frame of m; a row
+// with no visible key is zeros.
+template <typename T>
+__device__ __forceinline__ void write_row(const VectorArgs& a, std::int64_t b, std::int64_t h, std::int64_t i,
+                                          std::int64_t d, float m, float l, float acc) {
+  float value = 0.0f;
+  if (m != -INFINITY) {
+    float frame = m;
+    float sink_weight = 0.0f;
+    if (a.g.sinks.data != nullptr) {
+      const float sink = sink_logit(a.g.sinks, h) * kLog2e;
+      frame = fmaxf(m, sink);
+      sink_weight = exp2f(sink - frame);
+    }
+    const float scale = exp2f(m - frame);
+    value = acc * scale / (l * scale + sink_weight);
+  }
+  T* out = static_cast<T*>(a.out);
+  out[b * a.out_strides.s[0] + h * a.out_strides.s[1] + i * a.out_strides.s[2] + d * a.out_strides.s[3]] =
+      from_float<T>(value);
+}
+
+__device__ __forceinline__ void copy_async_16(uint4* shared, const void* global) {
+  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(global));
+}
+__device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int Pending>
+__device__ __forceinline__ void wait_async() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
+}
+
+// This thread's 16-byte slot of the shared ring [stage][key][chunk][k or v][thread]: each thread
+// reads back only what it copied itself, so the pipeline needs no barrier.
+template <int U, int C>
+__device__ __forceinline__ uint4* ring_slot(uint4* ring, int stage, int u, int c, int kv) {
+  return ring + ((((stage * U + u) * C + c) * 2 + kv) * kThreads + threadIdx.x);
+}
+
+// Starts the copies of one step: keys j0 .. j0 + U - 1 of this key group, this lane's 16-byte
+// chunks of their K and V rows. Rows past the block's keys are clamped into it (their scores
+// are masked), so every copy is unconditional. Without wide rows: element loads, synchronous.
+template <typename T, int C, int U>
+__device__ __forceinline__ void issue_step(const VectorArgs& a, uint4* ring, int stage, const T* k_base,
+                                           const T* v_base, std::int64_t j0, std::int64_t key_end,
+                                           const std::int64_t (&k_off)[C], const std::int64_t (&v_off)[C], int L,
+                                           int sub) {
+  constexpr int E = 16 / sizeof(T);
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const std::int64_t j = min(j0 + u, key_end - 1);
+    const T* k_row = k_base + j * a.k_strides.s[2];
+    const T* v_row = v_base + j * a.v_strides.s[2];
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      if (a.wide_loads) {
+        copy_async_16(ring_slot<U, C>(ring, stage, u, c, 0), k_row + k_off[c]);
+        copy_async_16(ring_slot<U, C>(ring, stage, u, c, 1), v_row + v_off[c]);
+      } else {
+        const std::int64_t d0 = std::int64_t(c * L + sub) * E;
+        *ring_slot<U, C>(ring, stage, u, c, 0) = load_chunk(k_row, a.k_strides.s[3], d0, a.g.head_dim, false);
+        *ring_slot<U, C>(ring, stage, u, c, 1) = load_chunk(v_row, a.v_strides.s[3], d0, a.g.value_dim, false);
+      }
+    }
+  }
+  commit_async();
+}
+
+// The wide path of issue_step with its addresses carried from step to step: `k_lane[c]` points
+// at this lane's chunk c of key j0's K row (bytes). Only a step that runs past the block's keys
+// clamps its rows.
+template <int C, int U>
+__device__ __forceinline__ void issue_step_wide(unsigned ring_stage, const char* const (&k_lane)[C],
+                                                const char* const (&v_lane)[C], std::int64_t k_row_bytes,
+                                                std::int64_t v_row_bytes, std::int64_t j0, std::int64_t key_end) {
+  constexpr unsigned kSlot = kThreads * 16;  // bytes between two chunks of one thread
+  // Rows past the block's keys (the last step only) read the last row: row = min(u, last).
+  const int last = static_cast<int>(min(key_end - 1 - j0, std::int64_t{U - 1}));
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const std::int64_t row = min(u, last);
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      const unsigned slot = ring_stage + static_cast<unsigned>((u * C + c) * 2) * kSlot;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(slot), "l"(k_lane[c] + row * k_row_bytes));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(slot + kSlot), "l"(v_lane[c] + row * v_row_bytes));
+    }
+  }
+  commit_async();
+}
+
+// Scores of one step's keys for the tile's rows, masks, then the online softmax into (m, l, acc).
+template <typename T, int C, int R, int U>
+__device__ __forceinline__ void compute_step(const VectorArgs& a, const RowInfo* rows, std::int64_t b, std::int64_t j0,
+                                             std::int64_t key_end, int L, const float (&q)[R][C][16 / sizeof(T)],
+                                             const uint4 (&k_raw)[U][C], const uint4 (&v_raw)[U][C], float (&m)[R],
+                                             float (&l)[R], float (&acc)[R][C][16 / sizeof(T)]) {
+  constexpr int E = 16 / sizeof(T);
+  const Geometry& g = a.g;
+  float s[R][U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) s[r][u] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const float kv = chunk_element<T>(k_raw[u][c], e);
+#pragma unroll
+        for (int r = 0; r < R; ++r) s[r][u] = fmaf(q[r][c][e], kv, s[r][u]);
+      }
+    }
+  }
+  for (int offset = L >> 1; offset > 0; offset >>= 1) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int u = 0; u < U; ++u) s[r][u] += __shfl_xor_sync(0xffffffffu, s[r][u], offset);
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const RowInfo info = rows[r];
+    float step_max = -INFINITY;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const std::int64_t j = j0 + u;
+      const bool visible = info.valid && j < key_end && j >= info.begin && j < info.end;
+      float score = visible ? s[r][u] : -INFINITY;
+      if (visible && g.mask.kind != MaskType::None) score += mask_term(g.mask, b, info.head, info.position, j) * kLog2e;
+      s[r][u] = score;
+      step_max = fmaxf(step_max, score);
+    }
+    const float m_new = fmaxf(m[r], step_max);
+    const float alpha = m_new == -INFINITY ? 1.0f : exp2f(m[r] - m_new);
+    float sum = 0.0f;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      s[r][u] = m_new == -INFINITY ? 0.0f : exp2f(s[r][u] - m_new);
+      sum += s[r][u];
+    }
+    l[r] = l[r] * alpha + sum;
+    m[r] = m_new;
+#pragma unroll
+    for (int c = 0; c < C; ++c)
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[r][c][e] *= alpha;
+  }
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const float vv = chunk_element<T>(v_raw[u][c], e);
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r][c][e] = fmaf(s[r][u], vv, acc[r][c][e]);
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Transposing butterfly over `Count` values (a compile-time recursion, so every index is a
+// constant and the values stay in registers): a lane keeps half of its values and adds its
+// partner's copy of that half; the lane bit `offset` selects the upper half.
+template <int N, int Count>
+__device__ __forceinline__ void transpose_reduce(float (&s)[N], int lane, int& offset, int& own) {
+  if constexpr (Count > 1) {
+    constexpr int kHalf = Count / 2;
+    const bool upper = (lane & offset) != 0;
+#pragma unroll
+    for (int i = 0; i < kHalf; ++i) {
+      const float send = upper ? s[i] : s[i + kHalf];
+      const float keep = upper ? s[i + kHalf] : s[i];
+      s[i] = keep + __shfl_xor_sync(0xffffffffu, send, offset);
+    }
+    if (upper) own += kHalf;
+    offset >>= 1;
+    transpose_reduce<N, kHalf>(s, lane, offset, own);
+  }
+}
+
+// The same step when the tile's R × U scores fit the key group's lanes (R × U <= L): the
+// partial dot products are reduced by a transposing butterfly (R·U − 1 shuffles instead of
+// R·U·log2 L), after which each lane owns one (row, key) score, so masks and exponentials are
+// computed once per score instead of once per lane. `owner_stride` lanes share each score.
+// The keys [lo, hi) the lane's own row sees in this block, and the row's head and position.
+struct OwnRow {
+  std::int64_t lo, hi, head, position;
+};
+
+template <typename T, int C, int R, int U>
+__device__ __forceinline__ void compute_step_owned(const VectorArgs& a, const OwnRow& own_row_info, std::int64_t b,
+                                                   std::int64_t j0, int L, int lane,
+                                                   const float (&q)[R][C][16 / sizeof(T)], const uint4 (&k_raw)[U][C],
+                                                   const uint4 (&v_raw)[U][C], float (&m)[R], float& l_own,
+                                                   float (&acc)[R][C][16 / sizeof(T)]) {
+  constexpr int E = 16 / sizeof(T);
+  constexpr int N = R * U;
+  const Geometry& g = a.g;
+  float s[N];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) s[r * U + u] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const float kv = chunk_element<T>(k_raw[u][c], e);
+#pragma unroll
+        for (int r = 0; r < R; ++r) s[r * U + u] = fmaf(q[r][c][e], kv, s[r * U + u]);
+      }
+    }
+  }
+  int offset = L >> 1;
+  int own = 0;  // flattened index (row × U + key) of the score this lane ends with
+  transpose_reduce<N, N>(s, lane, offset, own);
+  for (; offset > 0; offset >>= 1) s[0] += __shfl_xor_sync(0xffffffffu, s[0], offset);
+  const int stride = L / N;  // lanes holding the same score
+  const int group_base = lane & ~(L - 1);
+  const int own_row = own / U;
+  const std::int64_t j = j0 + own % U;
+
+  const bool visible = j >= own_row_info.lo && j < own_row_info.hi;
+  float score = visible ? s[0] : -INFINITY;
+  if (visible && g.mask.kind != MaskType::None) {
+    score += mask_term(g.mask, b, own_row_info.head, own_row_info.position, j) * kLog2e;
+  }
+  // The row's maximum over its U keys (lanes `stride` apart), then every row's to every lane.
+  float row_max = score;
+#pragma unroll
+  for (int x = 1; x < U; x <<= 1) row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, x * stride));
+  float alpha[R];
+  float m_own = 0.0f, alpha_own = 1.0f;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const float step_max = __shfl_sync(0xffffffffu, row_max, group_base + r * U * stride);
+    const float m_new = fmaxf(m[r], step_max);
+    alpha[r] = m_new == -INFINITY ? 1.0f : fast_exp2(m[r] - m_new);
+    m[r] = m_new;
+    if (r == own_row) {
+      m_own = m_new;
+      alpha_own = alpha[r];
+    }
+  }
+  const float p = m_own == -INFINITY ? 0.0f : fast_exp2(score - m_own);
+  l_own = l_own * alpha_own + p;
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int c = 0; c < C; ++c)
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[r][c][e] *= alpha[r];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    float p_key[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) p_key[r] = __shfl_sync(0xffffffffu, p, group_base + (r * U + u) * stride);
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const float vv = chunk_element<T>(v_raw[u][c], e);
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r][c][e] = fmaf(p_key[r], vv, acc[r][c][e]);
+      }
+    }
+  }
+}
+
+// Each row's sum over the lanes that own its scores (after compute_step_owned), to every lane.
+template <int R, int U>
+__device__ __forceinline__ void gather_row_sums(float l_own, int L, int lane, float (&l)[R]) {
+  constexpr int N = R * U;
+  const int stride = L / N;
+  const int group_base = lane & ~(L - 1);
+#pragma unroll
+  for (int x = 1; x < U; x <<= 1) l_own += __shfl_xor_sync(0xffffffffu, l_own, x * stride);
+#pragma unroll
+  for (int r = 0; r < R; ++r) l[r] = __shfl_sync(0xffffffffu, l_own, group_base + r * U * stride);
+}
+
+// Resident blocks per SM the register budget is cut for (ptxas, sm_90a: no spills; 4 blocks
+// would fit the shared memory but spill at 128 registers).
+template <int R, int C>
+constexpr int kMinBlocks = R * C <= 4 ? 3 : 2;
+
+template <typename T, int C, int R>
+__global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(const VectorArgs a) {
+  constexpr int E = 16 / sizeof(T);
+  constexpr int U = kKeysPerStep<C>;
+  extern __shared__ uint4 ring[];  // kStages × U × C × 2 × kThreads chunks, then reused below
+  constexpr int kRowFloats = C * 32 * E;  // one row of a warp's output in shared memory
+  __shared__ RowInfo rows[R];
+  __shared__ float warp_m[kWarps][R], warp_l[kWarps][R];
+  auto warp_acc = reinterpret_cast<float(*)[R][kRowFloats]>(ring);  // [kWarps][R][kRowFloats], after the keys
+
+  const Geometry& g = a.g;
+  const int L = a.lanes_per_key;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int sub = lane & (L - 1);
+  const int key_groups = kWarps * (32 / L);
+  const int key_group = warp * (32 / L) + lane / L;
+  const std::int64_t b = blockIdx.z, kv_head = blockIdx.y;
+  const std::int64_t tile = blockIdx.x % a.row_tiles, part = blockIdx.x / a.row_tiles;
+  const std::int64_t row0 = tile * R;
+
+  if (threadIdx.x < R) {
+    const std::int64_t row = row0 + threadIdx.x;
+    RowInfo info{};
+    info.valid = row < a.rows;
+    if (info.valid) {
+      info.head = kv_head * g.group + row / g.q_len;
+      info.position = row % g.q_len;
+      const KeyRange range = keys_for_row(g, info.position);
+      info.begin = range.begin;
+      info.end = range.end;
+    }
+    rows[threadIdx.x] = info;
+  }
+  __syncthreads();
+
+  // This block's keys: its partition, narrowed to what the tile's rows can see.
+  std::int64_t key_begin = a.span_begin + part * a.keys_per_partition;
+  std::int64_t key_end = min(a.span_end, key_begin + a.keys_per_partition);
+  {
+    std::int64_t lo = key_end, hi = key_begin;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (rows[r].valid && rows[r].begin < rows[r].end) {
+        lo = min(lo, rows[r].begin);
+        hi = max(hi, rows[r].end);
+      }
+    }
+    key_begin = max(key_begin, lo);
+    key_end = min(key_end, hi);
+  }
+
+  // This lane's chunks; in the wide path a chunk past the row reads chunk 0 (its q is zero).
+  std::int64_t k_off[C], v_off[C];
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    const std::int64_t d0 = std::int64_t(c * L + sub) * E;
+    k_off[c] = d0 < g.head_dim ? d0 : 0;
+    v_off[c] = d0 < g.value_dim ? d0 : 0;
+  }
+
+  // q rows of the tile, pre-multiplied by scale × log2(e).
+  float q[R][C][E];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const RowInfo info = rows[r];
+    const T* q_row = static_cast<const T*>(a.q) + b * a.q_strides.s[0] + info.head * a.q_strides.s[1] +
+                     info.position * a.q_strides.s[2];
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      const uint4 raw = info.valid ? load_chunk(q_row, a.q_strides.s[3], std::int64_t(c * L + sub) * E, g.head_dim,
+                                                a.wide_loads)
+                                   : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int e = 0; e < E; ++e) q[r][c][e] = chunk_element<T>(raw, e) * a.scale_log2;
+    }
+  }
+
+  float m[R], l[R], acc[R][C][E];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < C; ++c)
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[r][c][e] = 0.0f;
+  }
+
+  const T* k_base = static_cast<const T*>(a.k) + b * a.k_strides.s[0] + kv_head * a.k_strides.s[1];
+  const T* v_base = static_cast<const T*>(a.v) + b * a.v_strides.s[0] + kv_head * a.v_strides.s[1];
+  // kStages-deep pipeline of asynchronous copies: steps i + 1 and i + 2 are in flight while step
+  // i computes. Every lane of a warp runs the same steps (the shuffles need all 32).
+  const std::int64_t step = std::int64_t(key_groups) * U;
+  const std::int64_t group_offset = std::int64_t(key_group) * U;
+  const std::int64_t steps = key_begin < key_end ? (key_end - key_begin + step - 1) / step : 0;
+  const bool owned = R * U <= L;  // each lane owns one score: see compute_step_owned
+  float l_own = 0.0f;
+  // The row whose scores this lane owns after the transposed reduction (lane / (L / (R·U))).
+  OwnRow own_row{0, 0, 0, 0};
+  if (R > 1 || owned) {
+    const RowInfo info = rows[(sub / (L / (R * U))) / U];
+    if (info.valid) own_row = {max(info.begin, key_begin), min(info.end, key_end), info.head, info.position};
+  }
+  // Wide path: this lane's byte addresses of its first key's chunks, advanced a step at a time.
+  const std::int64_t k_row_bytes = a.k_strides.s[2] * std::int64_t(sizeof(T));
+  const std::int64_t v_row_bytes = a.v_strides.s[2] * std::int64_t(sizeof(T));
+  const char* k_lane[C];
+  const char* v_lane[C];
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    k_lane[c] = reinterpret_cast<const char*>(k_base + k_off[c]) + (key_begin + group_offset) * k_row_bytes;
+    v_lane[c] = reinterpret_cast<const char*>(v_base + v_off[c]) + (key_begin + group_offset) * v_row_bytes;
+  }
+  const std::int64_t k_step_bytes = step * k_row_bytes, v_step_bytes = step * v_row_bytes;
+  constexpr unsigned kStageBytes = U * C * 2 * kThreads * 16;
+  const auto ring_lane = static_cast<unsigned>(__cvta_generic_to_shared(ring + threadIdx.x));
+  const int step_count = static_cast<int>(steps);
+  std::int64_t issue_j0 = key_begin + group_offset;  // this key group's first key of the next issued step
+  const auto issue = [&](int stage) {
+    if (a.wide_loads) {
+      issue_step_wide<C, U>(ring_lane + stage * kStageBytes, k_lane, v_lane, k_row_bytes, v_row_bytes, issue_j0,
+                            key_end);
+#pragma unroll
+      for (int c = 0; c < C; ++c) {
+        k_lane[c] += k_step_bytes;
+        v_lane[c] += v_step_bytes;
+      }
+    } else {
+      issue_step<T, C, U>(a, ring, stage, k_base, v_base, issue_j0, key_end, k_off, v_off, L, sub);
+    }
+    issue_j0 += step;
+  };
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (i < step_count) {
+      issue(i);
+    } else {
+      commit_async();
+    }
+  }
+  int read_stage = 0, write_stage = kStages - 1;
+  std::int64_t j0 = key_begin + group_offset;
+  for (int i = 0; i < step_count; ++i) {
+    wait_async<kStages - 2>();
+    uint4 k_raw[U][C], v_raw[U][C];
+    const uint4* slots = ring + read_stage * (kStageBytes / 16) + threadIdx.x;
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int c = 0; c < C; ++c) {
+        k_raw[u][c] = slots[((u * C + c) * 2) * kThreads];
+        v_raw[u][c] = slots[((u * C + c) * 2 + 1) * kThreads];
+      }
+    if (i + kStages - 1 < step_count) {
+      issue(write_stage);
+    } else {
+      commit_async();
+    }
+    read_stage = read_stage == kStages - 1 ? 0 : read_stage + 1;
+    write_stage = write_stage == kStages - 1 ? 0 : write_stage + 1;
+    // The planner gives several rows per tile only where R × U <= L; one row may have fewer lanes.
+    if (R > 1 || owned) {
+      compute_step_owned<T, C, R, U>(a, own_row, b, j0, L, lane, q, k_raw, v_raw, m, l_own, acc);
+    } else {
+      compute_step<T, C, R, U>(a, rows, b, j0, key_end, L, q, k_raw, v_raw, m, l, acc);
+    }
+    j0 += step;
+  }
+  wait_async<0>();
+  if (R > 1 || owned) gather_row_sums<R, U>(l_own, L, lane, l);
+
+  merge_key_groups<C, R, E>(m, l, acc, L);
+  __syncthreads();  // the ring becomes warp_acc
+  if (lane < L) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int c = 0; c < C; ++c)
+#pragma unroll
+        for (int e = 0; e < E; ++e) warp_acc[warp][r][(c * L + sub) * E + e] = acc[r][c][e];
+      if (lane == 0) {
+        warp_m[warp][r] = m[r];
+        warp_l[warp][r] = l[r];
+      }
+    }
+  }
+  __syncthreads();
+
+  const std::int64_t dv = g.value_dim;
+  for (std::int64_t index = threadIdx.x; index < R * dv; index += kThreads) {
+    const int r = static_cast<int>(index / dv);
+    const std::int64_t d = index % dv;
+    const RowInfo info = rows[r];
+    if (!info.valid) continue;
+    float m_all = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, warp_m[w][r]);
+    float l_all = 0.0f, o = 0.0f;
+    if (m_all != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float weight = exp2f(warp_m[w][r] - m_all);
+        l_all += warp_l[w][r] * weight;
+        o += warp_acc[w][r][d] * weight;
+      }
+    }
+    if (a.partitions == 1) {
+      write_row<T>(a, b, info.head, info.position, d, m_all, l_all, o);
+    } else {
+      const std::int64_t row = row0 + r;
+      float* slot = a.partials + (((b * g.kv_heads + kv_head) * a.rows + row) * a.partitions + part) * (dv + 2);
+      if (d == 0) {
+        slot[0] = m_all;
+        slot[1] = l_all;
+      }
+      slot[2 + d] = o;
+    }
+  }
+}
+
+// Pass 2: grid [rows × ceil(Dv / 32), Hkv, B]; one block merges 32 output columns of one query
+// row over all partitions, its warps taking every kMergeWarps-th partition.
+constexpr int kMergeThreads = 512;
+constexpr int kMergeWarps = kMergeThreads / 32;
+constexpr int kMergeColumns = 32;
+
+template <typename T>
+__global__ void __launch_bounds__(kMergeThreads) vector_merge_kernel(const VectorArgs a) {
+  constexpr int kChunk = 4096;
+  __shared__ float weights[kChunk];
+  __shared__ float reduce[kMergeWarps];
+  __shared__ float columns[kMergeWarps][kMergeColumns];
+  const Geometry& g = a.g;
+  const std::int64_t dv = g.value_dim, parts = a.partitions;
+  const std::int64_t column_blocks = (dv + kMergeColumns - 1) / kMergeColumns;
+  const std::int64_t row = blockIdx.x / column_blocks, column0 = (blockIdx.x % column_blocks) * kMergeColumns;
+  const std::int64_t kv_head = blockIdx.y, b = blockIdx.z;
+  const float* slots = a.partials + ((b * g.kv_heads + kv_head) * a.rows + row) * parts * (dv + 2);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+
+  float local = -INFINITY;
+  for (std::int64_t p = threadIdx.x; p < parts; p += kMergeThreads) local = fmaxf(local, slots[p * (dv + 2)]);
+  for (int offset = 16; offset > 0; offset >>= 1) local = fmaxf(local, __shfl_xor_sync(0xffffffffu, local, offset));
+  if (lane == 0) reduce[warp] = local;
+  __syncthreads();
+  float m_all = -INFINITY;
+  for (int w = 0; w < kMergeWarps; ++w) m_all = fmaxf(m_all, reduce[w]);
+  __syncthreads();
+
+  float sum = 0.0f;
+  if (m_all != -INFINITY) {
+    for (std::int64_t p = threadIdx.x; p < parts; p += kMergeThreads) {
+      sum += slots[p * (dv + 2) + 1] * exp2f(slots[p * (dv + 2)] - m_all);
+    }
+  }
+  for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  if (lane == 0) reduce[warp] = sum;
+  __syncthreads();
+  float l_all = 0.0f;
+  for (int w = 0; w < kMergeWarps; ++w) l_all += reduce[w];
+
+  const std::int64_t d = column0 + lane;
+  float o = 0.0f;
+  for (std::int64_t p0 = 0; p0 < parts; p0 += kChunk) {
+    const std::int64_t count = min(parts - p0, std::int64_t(kChunk));
+    __syncthreads();
+    for (std::int64_t p = threadIdx.x; p < count; p += kMergeThreads) {
+      weights[p] = m_all == -INFINITY ? 0.0f : exp2f(slots[(p0 + p) * (dv + 2)] - m_all);
+    }
+    __syncthreads();
+    if (d < dv) {
+#pragma unroll 4
+      for (std::int64_t p = warp; p < count; p += kMergeWarps) o += slots[(p0 + p) * (dv + 2) + 2 + d] * weights[p];
+    }
+  }
+  columns[warp][lane] = o;
+  __syncthreads();
+  if (warp == 0 && d < dv) {
+    float total = 0.0f;
+    for (int w = 0; w < kMergeWarps; ++w) total += columns[w][lane];
+    const std::int64_t head = kv_head * g.group + row / g.q_len, position = row % g.q_len;
+    write_row<T>(a, b, head, position, d, m_all, l_all, total);
+  }
+}
+
+template <typename T, int C, int R>
+void launch_pass1(const VectorArgs& a, dim3 grid, cudaStream_t stream) {
+  constexpr int E = 16 / sizeof(T);
+  constexpr std::size_t ring_bytes = std::size_t{kStages} * kKeysPerStep<C> * C * 2 * kThreads * 16;
+  constexpr std::size_t acc_bytes = std::size_t{kWarps} * R * C * 32 * E * sizeof(float);
+  constexpr std::size_t shared = ring_bytes > acc_bytes ? ring_bytes : acc_bytes;
+  static const bool configured = [] {
+    check(cudaFuncSetAttribute(vector_kernel<T, C, R>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(shared)),
+          "heed::attention", "cudaFuncSetAttribute");
+    return true;
+  }();
+  (void)configured;
+  vector_kernel<T, C, R><<<grid, kThreads, shared, stream>>>(a);
+}
+
+template <typename T, int C>
+void dispatch_rows(const VectorArgs& a, int row_tile, dim3 grid, cudaStream_t stream) {
+  constexpr int E = 16 / sizeof(T);
+  switch (row_tile) {
+    case 1: return launch_pass1<T, C, 1>(a, grid, stream);
+    case 2: return launch_pass1<T, C, 2>(a, grid, stream);
+    case 4: return launch_pass1<T, C, 4>(a, grid, stream);
+    case 8:
+      if constexpr (8 * C * E <= plan::cuda::kVectorRegisterFloats) return launch_pass1<T, C, 8>(a, grid, stream);
+      break;
+  }
+  throw Error(ErrorKind::Internal, format("[heed::attention] no vector kernel for {} rows x {} chunks", row_tile, C));
+}
+
+template <typename T>
+void dispatch_chunks(const VectorArgs& a, int chunks, int row_tile, dim3 grid, cudaStream_t stream) {
+  switch (chunks) {
+    case 1: return dispatch_rows<T, 1>(a, row_tile, grid, stream);
+    case 2: return dispatch_rows<T, 2>(a, row_tile, grid, stream);
+    case 4:
+      if constexpr (sizeof(T) == 4) return dispatch_rows<T, 4>(a, row_tile, grid, stream);
+      break;
+  }
+  throw Error(ErrorKind::Internal, format("[heed::attention] no vector kernel for {} chunks per lane", chunks));
+}
+
+template <typename T>
+void run_typed(const VectorArgs& a, const plan::CudaRoute& route, cudaStream_t stream) {
+  const plan::CudaVectorShape& s = route.vector;
+  const dim3 grid(static_cast<unsigned>(s.partitions * s.row_tiles), static_cast<unsigned>(a.g.kv_heads),
+                  static_cast<unsigned>(a.g.batch));
+  {
+    LaunchRecord record(route.plan.kernel_name.c_str(), grid.x, grid.y, grid.z, stream);
+    dispatch_chunks<T>(a, s.chunks_per_lane, s.row_tile, grid, stream);
+    check_launch("heed::attention", route.plan.kernel_name.c_str());
+  }
+  if (s.partitions > 1) {
+    const auto column_blocks = (a.g.value_dim + kMergeColumns - 1) / kMergeColumns;
+    const dim3 merge_grid(static_cast<unsigned>(s.rows * column_blocks), grid.y, grid.z);
+    LaunchRecord record(route.merge_kernel_name.c_str(), merge_grid.x, merge_grid.y, merge_grid.z, stream);
+    vector_merge_kernel<T><<<merge_grid, kMergeThreads, 0, stream>>>(a);
+    check_launch("heed::attention", route.merge_kernel_name.c_str());
+  }
+}
+
+}  // namespace
+
+void run_vector(const VectorArgs& args, const plan::CudaRoute& route, cudaStream_t stream) {
+  switch (args.type) {
+    case ElementType::Float32: return run_typed<float>(args, route, stream);
+    case ElementType::Float16: return run_typed<__half>(args, route, stream);
+    case ElementType::BFloat16: return run_typed<__nv_bfloat16>(args, route, stream);
+    case ElementType::Bool: break;
+  }
+  throw Error(ErrorKind::Internal, "[heed::attention] vector route: unsupported dtype");
+}
+
+}  // namespace heed::cuda

@@ -1,0 +1,107 @@
+#include "memory/cuda_allocator.hpp"
+
+#include <cuda_runtime.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+
+#include "core/format.hpp"
+#include "cuda/check.hpp"
+#include "cuda/runtime.hpp"
+#include "heed/error.hpp"
+
+namespace heed::memory {
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+struct DevicePool {
+  std::once_flag once;
+  cudaMemPool_t pool = nullptr;
+  std::atomic<std::size_t> active{0};
+  std::atomic<std::size_t> peak{0};
+};
+
+std::array<DevicePool, kMaxDevices>& pools() {
+  static std::array<DevicePool, kMaxDevices> instance;
+  return instance;
+}
+
+DevicePool& pool_of(int device, const char* op) {
+  (void)cuda::device_info(Device::cuda(device), op);  // Unsupported without the device
+  DevicePool& p = pools()[static_cast<std::size_t>(device)];
+  std::call_once(p.once, [&] {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.handleTypes = cudaMemHandleTypeNone;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    cuda::check(cudaMemPoolCreate(&p.pool, &props), op, "cudaMemPoolCreate");
+    // Keep freed blocks cached: the pool returns memory to the device only when trimmed.
+    std::uint64_t keep = std::numeric_limits<std::uint64_t>::max();
+    cuda::check(cudaMemPoolSetAttribute(p.pool, cudaMemPoolAttrReleaseThreshold, &keep), op,
+                "cudaMemPoolSetAttribute");
+  });
+  return p;
+}
+
+void raise_peak(DevicePool& p, std::size_t active) {
+  std::size_t peak = p.peak.load(std::memory_order_relaxed);
+  while (active > peak && !p.peak.compare_exchange_weak(peak, active, std::memory_order_relaxed)) {
+  }
+}
+
+}  // namespace
+
+std::size_t cuda_rounded_size(std::size_t bytes) {
+  return (bytes + kCudaAllocationGranularity - 1) / kCudaAllocationGranularity * kCudaAllocationGranularity;
+}
+
+MemoryStats cuda_memory_stats(int device) {
+  DevicePool& p = pool_of(device, "heed::memory_stats");
+  return {p.active.load(), p.peak.load()};
+}
+
+void cuda_reset_peak(int device) {
+  DevicePool& p = pool_of(device, "heed::reset_peak");
+  p.peak.store(p.active.load());
+}
+
+CudaScratch::CudaScratch(int device, std::size_t bytes, void* workspace, void* stream, const char* op)
+    : device_(device), bytes_(cuda_rounded_size(bytes)), stream_(stream) {
+  if (bytes == 0) return;
+  if (workspace != nullptr) {
+    data_ = static_cast<std::byte*>(workspace);
+    return;
+  }
+  DevicePool& p = pool_of(device, op);
+  void* pointer = nullptr;
+  cudaError_t status = cudaMallocFromPoolAsync(&pointer, bytes_, p.pool, static_cast<cudaStream_t>(stream));
+  if (status == cudaErrorMemoryAllocation) {
+    // Give cached blocks back to the device and try once more.
+    (void)cudaGetLastError();
+    (void)cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+    (void)cudaMemPoolTrimTo(p.pool, 0);
+    status = cudaMallocFromPoolAsync(&pointer, bytes_, p.pool, static_cast<cudaStream_t>(stream));
+  }
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw Error(status == cudaErrorMemoryAllocation ? ErrorKind::OutOfMemory : ErrorKind::Internal,
+                format("[{}] could not allocate {} bytes of scratch on cuda:{} ({})", op, bytes_, device,
+                       cudaGetErrorName(status)));
+  }
+  data_ = static_cast<std::byte*>(pointer);
+  owned_ = true;
+  raise_peak(p, p.active.fetch_add(bytes_) + bytes_);
+}
+
+CudaScratch::~CudaScratch() {
+  if (!owned_) return;
+  (void)cudaFreeAsync(data_, static_cast<cudaStream_t>(stream_));
+  pools()[static_cast<std::size_t>(device_)].active.fetch_sub(bytes_);
+}
+
+}  // namespace heed::memory

@@ -1,0 +1,39 @@
+#pragma once
+// heed's CUDA allocator: one caching pool per device (a CUDA memory pool that keeps freed
+// blocks for reuse, stream-ordered), counted in active and peak bytes for memory_stats.
+// No CUDA types here: streams are cudaStream_t passed as void*.
+
+#include <cstddef>
+
+#include "heed/device.hpp"
+#include "heed/memory.hpp"
+
+namespace heed::memory {
+
+// Allocations are counted in multiples of this (the pool's own rounding is finer or equal).
+inline constexpr std::size_t kCudaAllocationGranularity = 512;
+std::size_t cuda_rounded_size(std::size_t bytes);
+
+MemoryStats cuda_memory_stats(int device);
+void cuda_reset_peak(int device);
+
+// Scratch for one call on `stream`: the caller's workspace, or one counted allocation from
+// the device's pool (freed stream-ordered when the call's work is enqueued). Throws
+// OutOfMemory "[op] could not allocate N bytes of scratch on cuda:I" before any work.
+class CudaScratch {
+ public:
+  CudaScratch(int device, std::size_t bytes, void* workspace, void* stream, const char* op);
+  ~CudaScratch();
+  CudaScratch(const CudaScratch&) = delete;
+  CudaScratch& operator=(const CudaScratch&) = delete;
+  std::byte* data() const { return data_; }
+
+ private:
+  int device_ = 0;
+  std::byte* data_ = nullptr;
+  std::size_t bytes_ = 0;
+  void* stream_ = nullptr;
+  bool owned_ = false;
+};
+
+}  // namespace heed::memory

@@ -1,0 +1,297 @@
+#include "plan/cuda_plan.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+
+#include "core/format.hpp"
+#include "heed/error.hpp"
+#include "plan/cuda_tables.hpp"
+
+namespace heed::plan {
+namespace {
+
+using namespace cuda;
+constexpr std::int64_t kFloat = 4;
+constexpr std::int64_t kMaxGridYZ = 65535;
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return b == 0 ? 0 : (a + b - 1) / b; }
+
+std::int64_t pow2_ceil(std::int64_t value) {
+  std::int64_t p = 1;
+  while (p < value) p *= 2;
+  return p;
+}
+
+std::size_t float_bytes(std::int64_t count_a, std::int64_t count_b, const char* what) {
+  return static_cast<std::size_t>(checked_mul(checked_mul(count_a, count_b, kOp, what), kFloat, kOp, what));
+}
+
+std::string describe(const Problem& p, const CudaDeviceInfo& device) {
+  std::string text = format("shape: B {}, Hq {} / Hkv {} (group {}), Lq {}, Lk {}, D {}, Dv {}, {} on cuda:{} ({}, {} SMs)",
+                            p.batch, p.q_heads, p.kv_heads, p.group(), p.q_len, p.kv_len, p.head_dim,
+                            p.value_dim, to_string(p.dtype), device.index, device.name, device.sm_count);
+  if (p.causal) text += ", causal";
+  if (p.window) text += format(", window {}", p.window);
+  if (p.mask == MaskKind::Bool) text += ", boolean mask";
+  if (p.mask == MaskKind::Additive) text += ", additive mask";
+  if (p.sinks) text += ", sinks";
+  if (p.max_score_bytes) text += format(", max_score_bytes {}", *p.max_score_bytes);
+  return text;
+}
+
+std::string kernel_name(const char* route, DType dtype) {
+  return std::string("heed_cuda_") + route + "_" + short_name(dtype);
+}
+
+// Keys any query row can see, [begin, end), bottom-right aligned (as cpu/params.hpp).
+std::pair<std::int64_t, std::int64_t> visible_span(const Problem& p) {
+  if (p.q_len == 0) return {0, 0};
+  std::int64_t begin = 0, end = p.kv_len;
+  const std::int64_t offset = p.kv_len - p.q_len;
+  if (p.causal) end = std::clamp<std::int64_t>(p.q_len - 1 + offset + 1, 0, p.kv_len);
+  if (p.window > 0) begin = std::clamp<std::int64_t>(offset - p.window + 1, 0, p.kv_len);
+  return {begin, std::max(begin, end)};
+}
+
+struct VectorFit {
+  CudaVectorShape shape;
+  std::size_t intermediate = 0;
+};
+
+// The vector kernel's register tiling; nullopt when the head sizes exceed it or the cap is
+// below its scores in flight (row_tile × keys in flight per block, float32).
+std::optional<VectorFit> fit_vector(const Problem& p, std::size_t& min_cap, std::string& why_not) {
+  VectorFit fit;
+  CudaVectorShape& s = fit.shape;
+  s.elems_per_chunk = kVectorLoadBytes / static_cast<int>(size_of(p.dtype));
+  const std::int64_t chunks = std::max<std::int64_t>(
+      1, ceil_div(std::max(p.head_dim, p.value_dim), s.elems_per_chunk));
+  s.lanes_per_key = static_cast<int>(std::min<std::int64_t>(32, pow2_ceil(chunks)));
+  s.chunks_per_lane = static_cast<int>(pow2_ceil(ceil_div(chunks, s.lanes_per_key)));
+  s.rows = p.group() * p.q_len;
+  int tile = 1;
+  // Rows per tile: within the register budget, and at most lanes_per_key / keys_per_step, so
+  // that every score of a step has its own lane (the kernel's transposed reduction).
+  const int keys_per_step = vector_keys_per_step(s.chunks_per_lane);
+  while (tile < kVectorMaxRowTile && tile < s.rows &&
+         2 * tile * s.chunks_per_lane * s.elems_per_chunk <= kVectorRegisterFloats &&
+         2 * tile * keys_per_step <= s.lanes_per_key) {
+    tile *= 2;
+  }
+  s.row_tile = tile;
+  s.row_tiles = std::max<std::int64_t>(1, ceil_div(s.rows, tile));
+  const std::int64_t keys_in_flight = (kVectorThreads / s.lanes_per_key) * vector_keys_per_step(s.chunks_per_lane);
+  fit.intermediate = float_bytes(std::min<std::int64_t>(std::max<std::int64_t>(s.rows, 1), tile), keys_in_flight,
+                                 "scores in flight");
+  min_cap = fit.intermediate;
+  if (p.head_dim > kVectorMaxHeadDim || p.value_dim > kVectorMaxHeadDim) {
+    why_not = format("head sizes D {} / Dv {} exceed the vector kernel's {}", p.head_dim, p.value_dim,
+                     kVectorMaxHeadDim);
+    min_cap = std::numeric_limits<std::size_t>::max();
+    return std::nullopt;
+  }
+  if (p.batch > kMaxGridYZ || p.kv_heads > kMaxGridYZ) {
+    why_not = format("B {} or Hkv {} exceeds the grid's {}", p.batch, p.kv_heads, kMaxGridYZ);
+    min_cap = std::numeric_limits<std::size_t>::max();
+    return std::nullopt;
+  }
+  if (p.max_score_bytes && fit.intermediate > static_cast<std::size_t>(*p.max_score_bytes)) {
+    why_not = format("its {} scores in flight ({} bytes) exceed max_score_bytes {}",
+                     static_cast<std::int64_t>(fit.intermediate / kFloat), fit.intermediate, *p.max_score_bytes);
+    return std::nullopt;
+  }
+  return fit;
+}
+
+struct ComposedFit {
+  std::int64_t rows = 0;
+  std::int64_t heads = 0;
+  std::size_t intermediate = 0;
+  bool capped = false;
+};
+
+std::optional<ComposedFit> fit_composed(const Problem& p, std::size_t& min_cap) {
+  min_cap = std::max<std::size_t>(float_bytes(1, p.kv_len, "a score row"), 1);
+  const std::int64_t row_bytes = std::max<std::int64_t>(p.kv_len * kFloat, 1);
+  // The caller's cap, else the default budget (at least one row: a long row still runs).
+  const std::int64_t budget = p.max_score_bytes ? *p.max_score_bytes : std::max(kComposedScoreBudget, row_bytes);
+  const std::int64_t heads = std::max<std::int64_t>(p.kv_heads, 1);
+  const std::int64_t q_len = std::max<std::int64_t>(p.q_len, 1);
+  ComposedFit fit;
+  fit.rows = std::min(q_len, budget / row_bytes);
+  if (fit.rows < 1) return std::nullopt;
+  fit.heads = std::clamp<std::int64_t>(budget / (row_bytes * fit.rows), 1, heads);
+  fit.intermediate = float_bytes(fit.heads * fit.rows, p.kv_len, "a score step");
+  fit.capped = p.max_score_bytes && (fit.rows < q_len || fit.heads < heads) &&
+               float_bytes(heads * q_len, p.kv_len, "scores") > static_cast<std::size_t>(*p.max_score_bytes);
+  return fit;
+}
+
+[[noreturn]] void no_route_fits(const Problem& p, const std::string& route, std::size_t min_cap) {
+  throw Error(ErrorKind::InvalidArgument,
+              format("[{}] max_score_bytes ({}) is below what {} needs; the smallest cap that fits is {} bytes",
+                     kOp, *p.max_score_bytes, route, min_cap));
+}
+
+void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, const VectorFit& fit) {
+  auto& reasons = r.plan.reasons;
+  CudaVectorShape& s = r.vector;
+  s = fit.shape;
+  const auto [begin, end] = visible_span(p);
+  s.span_begin = begin;
+  s.span_end = end;
+  const std::int64_t span = end - begin;
+  const std::int64_t groups = p.batch * p.kv_heads * s.row_tiles;
+  const std::int64_t target = kVectorBlocksPerSm * device.sm_count;
+  s.partitions = 1;
+  if (groups < target && span >= 2 * kVectorMinKeysPerPartition) {
+    s.partitions = std::clamp<std::int64_t>(ceil_div(target, std::max<std::int64_t>(groups, 1)), 1,
+                                            span / kVectorMinKeysPerPartition);
+  }
+  s.keys_per_partition = std::max<std::int64_t>(ceil_div(span, s.partitions), 1);
+  s.partitions = std::max<std::int64_t>(1, ceil_div(span, s.keys_per_partition));
+  const int passes = s.partitions > 1 ? 2 : 1;
+  r.plan.kernel = route::Vector{passes, s.partitions, passes};
+  r.plan.kernel_name = kernel_name("vector", p.dtype);
+  r.merge_kernel_name = kernel_name("vector_merge", p.dtype);
+  reasons.push_back(format("vector tiles: {} lanes per key x {} chunk(s) of {} elements (16-byte loads); "
+                           "{} query rows per block in {} tile(s) of {}",
+                           s.lanes_per_key, s.chunks_per_lane, s.elems_per_chunk, s.rows, s.row_tiles, s.row_tile));
+  reasons.push_back(format("key partitions: {} of {} keys ({} (batch x key head x row tile) groups for {} x {} SMs; "
+                           "{} keys visible{}, >= {} keys per partition)",
+                           s.partitions, s.keys_per_partition, groups, kVectorBlocksPerSm, device.sm_count, span,
+                           p.window ? " in the window" : "", kVectorMinKeysPerPartition));
+  if (passes == 2) reasons.push_back("two passes: partial max, sum and output per partition, merged exactly");
+  const std::int64_t blocks = s.partitions * s.row_tiles * p.batch * p.kv_heads;
+  r.plan.workers = static_cast<int>(std::min<std::int64_t>(blocks, std::numeric_limits<int>::max()));
+  ScratchLayout layout;
+  if (passes == 2) {
+    const std::int64_t slots = checked_mul(checked_mul(p.batch * p.kv_heads, s.rows, kOp, "partials"),
+                                           s.partitions, kOp, "partials");
+    r.partials = layout.add("partials", float_bytes(slots, p.value_dim + 2, "partials"));
+  }
+  r.plan.buffers = layout.buffers();
+  r.plan.scratch_bytes = layout.total_bytes();
+}
+
+void build_composed(CudaRoute& r, const Problem& p, const ComposedFit& fit) {
+  CudaComposedShape& c = r.composed;
+  c.rows = fit.rows;
+  c.heads = fit.heads;
+  c.row_blocks = ceil_div(p.q_len, c.rows);
+  c.pack_qk = !p.rows_contiguous;
+  c.pack_v = !p.rows_contiguous || p.dtype != DType::Float32;
+  r.plan.kernel = c.rows < p.q_len ? Kernel{route::ComposedBlocks{c.rows}} : Kernel{route::Composed{}};
+  r.plan.kernel_name = kernel_name(c.rows < p.q_len ? "composed_blocks" : "composed", p.dtype);
+  r.softmax_kernel_name = kernel_name("softmax", p.dtype);
+  r.plan.reasons.push_back(format("composed steps: {} row block(s) of {} rows x {} key head(s) per cuBLAS batch "
+                                  "({} bytes of scores per step)",
+                                  c.row_blocks, c.rows, c.heads, fit.intermediate));
+  r.plan.reasons.push_back(
+      format("cuBLAS reads {}; P.V in float32{} (FP32 compute, no TF32)",
+             c.pack_qk ? "q and k packed to contiguous rows (their rows are not contiguous)"
+                       : "q and k in place",
+             c.pack_v ? (p.dtype == DType::Float32 ? ", v packed" : ", v converted to float32") : ", v in place"));
+  r.plan.workers = static_cast<int>(std::min<std::int64_t>(
+      std::numeric_limits<int>::max(), checked_mul(c.rows, c.heads, kOp, "softmax blocks")));
+  ScratchLayout layout;
+  if (c.pack_qk) {
+    r.q_packed = layout.add("q_packed", static_cast<std::size_t>(checked_mul(
+                                Shape{p.batch, p.q_heads, p.q_len, p.head_dim}.numel(kOp),
+                                static_cast<std::int64_t>(size_of(p.dtype)), kOp, "q bytes")));
+    r.k_packed = layout.add("k_packed", static_cast<std::size_t>(checked_mul(
+                                Shape{p.batch, p.kv_heads, p.kv_len, p.head_dim}.numel(kOp),
+                                static_cast<std::int64_t>(size_of(p.dtype)), kOp, "k bytes")));
+  }
+  if (c.pack_v) {
+    r.v_packed = layout.add("v_float32", float_bytes(p.batch * p.kv_heads, p.kv_len * p.value_dim, "v"));
+  }
+  r.scores = layout.add("scores", fit.intermediate);
+  r.out_rows = layout.add("out_rows", float_bytes(c.heads * c.rows, p.value_dim, "output rows"));
+  r.plan.buffers = layout.buffers();
+  r.plan.scratch_bytes = layout.total_bytes();
+}
+
+}  // namespace
+
+CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device) {
+  CudaRoute r;
+  r.plan.device = Device::cuda(device.index);
+  r.plan.dtype = p.dtype;
+  auto& reasons = r.plan.reasons;
+  reasons.push_back(describe(p, device));
+
+  std::size_t vector_min = 0, composed_min = 0;
+  std::string vector_why;
+  const auto vector = fit_vector(p, vector_min, vector_why);
+  const auto composed = fit_composed(p, composed_min);
+  const std::int64_t rows = p.group() * p.q_len;
+  bool use_vector = false;
+  switch (p.route) {
+    case RouteChoice::Tiled:
+      throw Error(ErrorKind::Unsupported,
+                  format("[{}] the tiled route is not built for CUDA yet; use the vector or composed route", kOp));
+    case RouteChoice::Vector:
+      if (!vector) {
+        if (p.max_score_bytes && vector_min != std::numeric_limits<std::size_t>::max()) {
+          no_route_fits(p, "the vector route", vector_min);
+        }
+        throw Error(ErrorKind::Unsupported, format("[{}] the CUDA vector route cannot serve: {}", kOp, vector_why));
+      }
+      use_vector = true;
+      reasons.push_back("route vector: asked for by the caller");
+      break;
+    case RouteChoice::Composed:
+      if (!composed) no_route_fits(p, "the composed route (one row of Lk scores)", composed_min);
+      reasons.push_back("route composed: asked for by the caller");
+      break;
+    case RouteChoice::Auto:
+      if (rows <= kVectorMaxRows && vector) {
+        use_vector = true;
+        reasons.push_back(format("route vector: {} query rows per key head (group {} x Lq {}) <= {}", rows,
+                                 p.group(), p.q_len, kVectorMaxRows));
+      } else if (composed) {
+        reasons.push_back(rows <= kVectorMaxRows
+                              ? format("route composed: the vector route cannot serve ({})", vector_why)
+                              : format("route composed: {} query rows per key head > {} (the tiled CUDA kernel "
+                                       "is not built yet)",
+                                       rows, kVectorMaxRows));
+      } else if (vector) {
+        use_vector = true;
+        r.plan.capped = true;
+        reasons.push_back(format("route vector: one row of {} scores ({} bytes) exceeds max_score_bytes {}",
+                                 p.kv_len, composed_min, *p.max_score_bytes));
+      } else {
+        no_route_fits(p, "any route", std::min(vector_min, composed_min));
+      }
+      break;
+  }
+  if (use_vector) {
+    r.plan.max_intermediate_bytes = vector->intermediate;
+    build_vector(r, p, device, *vector);
+  } else {
+    r.plan.max_intermediate_bytes = composed->intermediate;
+    build_composed(r, p, *composed);
+    if (composed->capped) {
+      r.plan.capped = true;
+      reasons.push_back(format("capped: {} rows x {} key heads x {} keys x 4 = {} bytes <= max_score_bytes {}",
+                               composed->rows, composed->heads, p.kv_len, composed->intermediate,
+                               *p.max_score_bytes));
+    }
+  }
+  if (p.empty_output()) {
+    r.plan.workers = 0;
+    r.plan.buffers.clear();
+    r.plan.scratch_bytes = 0;
+    r.plan.max_intermediate_bytes = 0;
+    r.partials = r.q_packed = r.k_packed = r.v_packed = r.scores = r.out_rows = Region{};
+    reasons.push_back("empty output: nothing runs and no scratch is held");
+  }
+  reasons.push_back(format("workers: {} thread blocks of the main launch", r.plan.workers));
+  reasons.push_back(format("scratch: {} bytes in {} buffers; largest score intermediate {} bytes",
+                           r.plan.scratch_bytes, r.plan.buffers.size(), r.plan.max_intermediate_bytes));
+  return r;
+}
+
+}  // namespace heed::plan

@@ -1,0 +1,60 @@
+#pragma once
+// The CUDA routing function: one place decides the route, its launch shape and its scratch,
+// for plan_attention, attention and heed explain alike. Pure: it reads the problem and the
+// device's immutable properties, never the device itself.
+
+#include <cstdint>
+#include <string>
+
+#include "heed/plan.hpp"
+#include "plan/problem.hpp"
+#include "plan/scratch_layout.hpp"
+
+namespace heed::plan {
+
+// Immutable properties of one CUDA device, read once per process.
+struct CudaDeviceInfo {
+  int index = 0;
+  int sm_count = 1;
+  int major = 0, minor = 0;
+  std::size_t shared_per_block = 48 << 10;
+  std::string name;
+};
+
+// The vector (decode) kernel's launch: grid [partitions × row_tiles, Hkv, B].
+struct CudaVectorShape {
+  int elems_per_chunk = 8;   // elements of one 16-byte load
+  int lanes_per_key = 32;    // lanes that share one key row (a power of two <= 32)
+  int chunks_per_lane = 1;   // 16-byte chunks of a row each lane holds
+  int row_tile = 1;          // query rows (heads × positions of a group) per block
+  std::int64_t rows = 0;     // group × Lq
+  std::int64_t row_tiles = 1;
+  std::int64_t span_begin = 0, span_end = 0;  // keys any row can see
+  std::int64_t partitions = 1;
+  std::int64_t keys_per_partition = 0;
+};
+
+// The composed route's steps: for each block of `rows` query positions, batch b, head of the
+// group and chunk of `heads` key heads: S = scale·Q·Kᵀ (cuBLAS), softmax, O = P·V (cuBLAS).
+struct CudaComposedShape {
+  std::int64_t rows = 0;
+  std::int64_t row_blocks = 0;
+  std::int64_t heads = 0;  // key heads per step (the GEMMs' batch)
+  bool pack_qk = false;    // q and k copied to contiguous rows of their dtype
+  bool pack_v = false;     // v copied to contiguous float32 rows (P·V runs in float32)
+};
+
+struct CudaRoute {
+  AttentionPlan plan;
+  std::string merge_kernel_name;    // vector, two passes
+  std::string softmax_kernel_name;  // composed
+  CudaVectorShape vector;
+  CudaComposedShape composed;
+  Region partials;                      // vector, two passes: [B][Hkv][rows][partitions][Dv + 2]
+  Region q_packed, k_packed, v_packed;  // composed
+  Region scores, out_rows;              // composed, one step
+};
+
+CudaRoute plan_cuda(const Problem& problem, const CudaDeviceInfo& device);
+
+}  // namespace heed::plan

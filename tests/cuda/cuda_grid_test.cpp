@@ -1,0 +1,215 @@
+// Every CUDA route against the float64 oracle over the CPU's hand-chosen grid (plus decode
+// shapes that split keys into partitions), on device copies of the inputs with the output
+// poisoned; the plan names the kernels that run (profiler) and the measured device scratch
+// stays within the plan. Label `gpu`: registered only when heed is built with CUDA.
+
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <optional>
+#include <set>
+
+#include "cuda/device_tensor.hpp"
+#include "heed/heed.hpp"
+#include "kernels/grid_cases.hpp"
+#include "support/case_builder.hpp"
+#include "support/problem.hpp"
+
+namespace heed::test {
+namespace {
+
+constexpr std::size_t kPoolGranularity = 512;  // memory/cuda_allocator.hpp
+constexpr std::size_t kLargeScratch = std::size_t{8} << 20;
+const Device kGpu = Device::cuda(0);
+
+bool have_gpu() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+#define REQUIRE_GPU() \
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device: the gpu tests need one"
+
+bool empty_output(const CaseSpec& spec) {
+  return spec.batch == 0 || spec.q_heads == 0 || spec.q_len == 0 || spec.value_dim == 0;
+}
+
+// A host problem's tensors on the device; the output poisoned first.
+struct DeviceProblem {
+  explicit DeviceProblem(Problem& host) : problem(host) {
+    host.out().poison();
+    out_before = host.out().storage();
+    q = std::make_unique<DeviceTensor>(host.q());
+    k = std::make_unique<DeviceTensor>(host.k());
+    v = std::make_unique<DeviceTensor>(host.v());
+    out = std::make_unique<DeviceTensor>(host.out());
+    options = host.options();
+    if (options.mask) {
+      mask = std::make_unique<DeviceTensor>(*options.mask);
+      options.mask = mask->view();
+    }
+    if (options.sinks) {
+      sinks = std::make_unique<DeviceTensor>(*options.sinks);
+      options.sinks = sinks->view();
+    }
+  }
+  AttentionPlan plan() const { return plan_attention(q->view(), k->view(), v->view(), options); }
+  void run(Stream stream = {}) { attention(q->view(), k->view(), v->view(), out->view(), problem.scale(), options, stream); }
+
+  Problem& problem;
+  std::vector<unsigned char> out_before;
+  std::unique_ptr<DeviceTensor> q, k, v, out, mask, sinks;
+  AttentionOptions options;
+};
+
+// Bytes of `after` outside the elements of `view` equal `before`.
+::testing::AssertionResult gaps_equal(const TensorView& view, const unsigned char* base,
+                                      const std::vector<unsigned char>& before,
+                                      const std::vector<unsigned char>& after) {
+  std::vector<bool> element(before.size(), false);
+  const std::size_t size = size_of(view.dtype);
+  const auto start = static_cast<const unsigned char*>(view.data) - base;
+  for (std::int64_t offset : element_offsets(view.shape, view.strides)) {
+    for (std::size_t byte = 0; byte < size; ++byte) element[static_cast<std::size_t>(start + offset * static_cast<std::int64_t>(size)) + byte] = true;
+  }
+  for (std::size_t byte = 0; byte < before.size(); ++byte) {
+    if (!element[byte] && before[byte] != after[byte]) {
+      return ::testing::AssertionFailure() << "byte " << byte << " outside the output was written";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+void check_case(const CaseSpec& spec) {
+  const auto problem = make_problem(spec);
+  DeviceProblem device(*problem);
+  if (spec.route == RouteChoice::Tiled) {
+    try {
+      (void)device.plan();
+      ADD_FAILURE() << "the tiled route is not built for CUDA and must say so";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.kind(), ErrorKind::Unsupported) << error.what();
+    }
+    return;
+  }
+  // Until the tiled CUDA kernel exists, caps that only the CPU's tiled route meets are
+  // rejected with the smallest cap a CUDA route accepts.
+  if (spec.max_score_bytes && std::holds_alternative<route::Tiled>(problem->plan().kernel)) {
+    try {
+      (void)device.plan();
+    } catch (const Error& error) {
+      EXPECT_EQ(error.kind(), ErrorKind::InvalidArgument);
+      EXPECT_NE(std::string(error.what()).find("smallest cap that fits"), std::string::npos) << error.what();
+      return;
+    }
+  }
+  const AttentionPlan plan = device.plan();
+  SCOPED_TRACE(plan.to_json());
+  EXPECT_EQ(plan.device, kGpu);
+  switch (spec.route) {
+    case RouteChoice::Vector: EXPECT_TRUE(std::holds_alternative<route::Vector>(plan.kernel)); break;
+    case RouteChoice::Composed:
+      EXPECT_TRUE(std::holds_alternative<route::Composed>(plan.kernel) ||
+                  std::holds_alternative<route::ComposedBlocks>(plan.kernel));
+      break;
+    default: break;
+  }
+  if (spec.max_score_bytes) EXPECT_LE(plan.max_intermediate_bytes, static_cast<std::size_t>(*spec.max_score_bytes));
+
+  profile::set_mode(profile::Mode::Shapes);
+  profile::reset();
+  cuda_ok(cudaDeviceSynchronize(), "sync");
+  reset_peak(kGpu);
+  const std::size_t active = memory_stats(kGpu).active;
+  device.run();
+  cuda_ok(cudaDeviceSynchronize(), "sync after attention");
+  const MemoryStats stats = memory_stats(kGpu);
+  EXPECT_EQ(stats.active, active) << "scratch is returned to the pool";
+  const std::size_t used = stats.peak - active;
+  const std::size_t promised = (plan.scratch_bytes + kPoolGranularity - 1) / kPoolGranularity * kPoolGranularity;
+  EXPECT_LE(used, promised) << "measured scratch above the plan's " << plan.scratch_bytes;
+  if (plan.scratch_bytes >= kLargeScratch) EXPECT_GE(static_cast<double>(used), 0.8 * static_cast<double>(plan.scratch_bytes));
+
+  const std::vector<Dispatch> launched = dispatches();
+  profile::set_mode(profile::Mode::Off);
+  if (empty_output(spec)) {
+    EXPECT_TRUE(launched.empty()) << "an empty output launches nothing";
+  } else {
+    bool main_launch = false, merge = false;
+    for (const Dispatch& d : launched) {
+      if (d.name == plan.kernel_name) {
+        main_launch = true;
+        if (const auto* vector = std::get_if<route::Vector>(&plan.kernel)) {
+          EXPECT_EQ(d.y, spec.kv_heads);
+          EXPECT_EQ(d.z, spec.batch);
+          EXPECT_EQ(d.x % vector->blocks, 0) << "x = partitions x row tiles";
+        } else {
+          EXPECT_EQ(d.y, spec.q_heads);
+          EXPECT_EQ(d.z, spec.batch);
+        }
+      }
+      if (d.name.find("_vector_merge_") != std::string::npos) merge = true;
+    }
+    EXPECT_TRUE(main_launch) << "the plan's kernel " << plan.kernel_name << " did not run";
+    if (const auto* vector = std::get_if<route::Vector>(&plan.kernel)) EXPECT_EQ(merge, vector->passes == 2);
+  }
+
+  std::vector<unsigned char> bytes = device.out->download();
+  const TensorView out = device.out->host_view(bytes);
+  EXPECT_TRUE(gaps_equal(problem->out().view(), problem->out().storage().data(), device.out_before, bytes));
+  const std::vector<double> reference = problem->reference();
+  EXPECT_TRUE(matches_reference(out, reference));
+  const Comparison comparison = compare(out, reference);
+  if (spec.expect_masked_rows) EXPECT_GT(comparison.zero_rows, 0);
+}
+
+constexpr DType f32 = DType::Float32;
+constexpr DType f16 = DType::Float16;
+constexpr DType bf16 = DType::BFloat16;
+
+// Decode shapes the CPU grid lacks: enough keys for several partitions (two passes), every
+// head size of the vector kernel, GQA packing, and masks, windows and sinks across partitions.
+std::vector<CaseSpec> cuda_cases() {
+  using MK = MaskKind;
+  return {
+      Make("gpu_decode_bf16_32x8_d128_split", 2, 32, 8, 1, 5000, 128, 128, bf16),
+      Make("gpu_decode_f16_16x2_d256_split", 1, 16, 2, 1, 3001, 256, 256, f16),
+      Make("gpu_decode_f32_d64_split", 1, 8, 8, 1, 4097, 64, 64, f32),
+      Make("gpu_decode_bf16_d512", 1, 4, 1, 1, 1500, 512, 512, bf16),
+      Make("gpu_decode_f32_d512", 1, 4, 2, 1, 1300, 512, 512, f32),
+      Make("gpu_decode_f32_d384", 1, 2, 1, 1, 900, 384, 384, f32),
+      Make("gpu_decode_bf16_d192_dv128", 1, 8, 2, 1, 2000, 192, 128, bf16),
+      Make("gpu_decode_f16_d96_dv64", 2, 6, 3, 1, 1700, 96, 64, f16),
+      Make("gpu_decode_bf16_d80_odd", 1, 4, 2, 1, 777, 80, 80, bf16),
+      Make("gpu_decode_f32_d33_scalar_loads", 1, 2, 1, 2, 600, 33, 17, f32),
+      Make("gpu_decode_window_split", 1, 8, 2, 1, 10000, 128, 128, bf16).window(3000),
+      Make("gpu_decode_sinks_split", 1, 16, 2, 1, 6000, 64, 64, bf16).sinks(bf16),
+      Make("gpu_decode_keypad_split", 3, 8, 2, 1, 3000, 128, 128, f16).mask(MK::KeyPadding).masked_rows(),
+      Make("gpu_decode_additive_split", 1, 4, 1, 1, 2500, 64, 64, f32).mask(MK::Additive),
+      Make("gpu_decode_bool_split_blhd", 2, 8, 2, 1, 3000, 128, 128, bf16).mask(MK::Bool4D).layout(Layout::BLHD),
+      Make("gpu_decode_4q_causal_split", 1, 8, 2, 4, 4000, 128, 128, bf16).causal(),
+      Make("gpu_decode_rows16_tiles", 1, 16, 1, 1, 3000, 128, 128, f16),
+      Make("gpu_vector_forced_rows40", 1, 8, 1, 5, 2000, 64, 64, f32).route(RouteChoice::Vector),
+      Make("gpu_decode_strided_last_split", 1, 4, 2, 1, 2000, 64, 64, bf16).layout(Layout::StridedLast),
+      Make("gpu_decode_reversed_split", 1, 4, 2, 1, 2000, 64, 64, f16).layout(Layout::ReversedL),
+      Make("gpu_composed_prefill_bf16", 2, 8, 2, 130, 300, 128, 128, bf16).causal(),
+      Make("gpu_composed_prefill_f16_blocks", 1, 4, 4, 200, 400, 64, 64, f16).cap(400 * 4 * 30),
+      Make("gpu_composed_d0", 1, 2, 2, 20, 30, 0, 16, f32).scale(1.0),
+  };
+}
+
+class CudaGrid : public ::testing::TestWithParam<CaseSpec> {};
+
+TEST_P(CudaGrid, MatchesOracle) {
+  REQUIRE_GPU();
+  check_case(GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Quick, CudaGrid, ::testing::ValuesIn(quick_cases()), CaseName());
+INSTANTIATE_TEST_SUITE_P(Gpu, CudaGrid, ::testing::ValuesIn(cuda_cases()), CaseName());
+INSTANTIATE_TEST_SUITE_P(Long, CudaGrid, ::testing::ValuesIn(long_tier_cases()), CaseName());
+
+}  // namespace
+}  // namespace heed::test
