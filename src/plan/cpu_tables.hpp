@@ -55,4 +55,8 @@ inline constexpr std::int64_t kTiledMaxBlockK = 256;
 // bookkeeping; BERT-base and bge-small reach the 256-key limit at any N.
 inline constexpr std::int64_t kTiledL2Share = 1;
 
+// The encoder layer's projections: positions per BLAS task (q, k, v and out each; rows of
+// one sequence). Placeholder until measured: see kLayerProjectionRows in docs/design.md.
+inline constexpr std::int64_t kLayerProjectionRows = 128;
+
 }  // namespace heed::plan::cpu
