@@ -5,6 +5,7 @@
 #include "heed/device.hpp"
 #include "heed/dtype.hpp"
 #include "heed/error.hpp"
+#include "heed/layer.hpp"
 #include "heed/machine.hpp"
 #include "heed/memory.hpp"
 #include "heed/options.hpp"

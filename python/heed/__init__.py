@@ -23,9 +23,11 @@ import numpy as np
 
 from . import _heed
 from . import profile
-from ._heed import MemoryStats, Plan
+from ._heed import LayerPlan, MemoryStats, Plan
+from .layer import MultiHeadAttention
 
-__all__ = ["attention", "plan", "memory_stats", "reset_peak", "profile", "Plan", "MemoryStats"]
+__all__ = ["attention", "plan", "memory_stats", "reset_peak", "profile", "Plan", "MemoryStats",
+           "MultiHeadAttention", "LayerPlan"]
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:

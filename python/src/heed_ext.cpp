@@ -18,6 +18,7 @@
 
 #include "dlpack_views.hpp"
 #include "heed/heed.hpp"
+#include "layer_ext.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -299,5 +300,6 @@ NB_MODULE(_heed, m) {
     d["device"] = c.device;
     return d;
   }, "The data pointers, device and stream heed saw in this thread's last attention call (for tests)");
+  bind_layer(m);
   bind_profile(m);
 }

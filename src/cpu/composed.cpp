@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <mutex>
 
+#include "cpu/blas.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/load.hpp"
 #include "cpu/parallel.hpp"
@@ -16,14 +16,6 @@
 
 namespace heed::cpu {
 namespace {
-
-// heed threads over tasks; BLAS runs single-threaded inside each.
-void use_single_threaded_blas() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
-}
-
-int blas_int(std::int64_t value) { return static_cast<int>(std::max<std::int64_t>(value, 1)); }
 
 // A row-major matrix for BLAS: rows of `ld` floats.
 struct Matrix {

@@ -55,4 +55,11 @@ inline constexpr std::int64_t kTiledMaxBlockK = 256;
 // bookkeeping; BERT-base and bge-small reach the 256-key limit at any N.
 inline constexpr std::int64_t kTiledL2Share = 1;
 
+// The encoder layer's projections: positions per BLAS task (q, k, v and out each, within one
+// sequence). Single-threaded OpenBLAS sgemm, [rows, 384] x [384, 384] over 8192 rows in
+// blocks, median of 5, 2026-11-30 on this 2-core machine (loaded by other jobs): 32 rows 34.7
+// GFLOP/s, 64: 60.1, 128: 62.6, 256: 64.8, 512 to 8192: 65.3 to 65.8. From 128 rows a block
+// is within 5% of one call, and a 32 x 128-token batch still gives 96 projection tasks.
+inline constexpr std::int64_t kLayerProjectionRows = 128;
+
 }  // namespace heed::plan::cpu

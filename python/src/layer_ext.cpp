@@ -1,0 +1,113 @@
+#include "layer_ext.hpp"
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <optional>
+#include <vector>
+
+#include "dlpack_views.hpp"
+#include "heed/heed.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace heed::python {
+namespace {
+
+constexpr const char* kOp = "heed.MultiHeadAttention";
+
+// The C++ layer and the arrays its weight views point into (kept alive with it).
+class Layer {
+ public:
+  Layer(std::int64_t hidden, std::int64_t q_heads, std::int64_t kv_heads, std::int64_t head_dim,
+        std::optional<double> scale, nb::handle q_weight, nb::handle k_weight, nb::handle v_weight,
+        nb::handle out_weight, nb::handle q_bias, nb::handle k_bias, nb::handle v_bias, nb::handle out_bias) {
+    MultiHeadAttentionWeights w;
+    w.q_weight = keep(q_weight, "q_weight");
+    w.k_weight = keep(k_weight, "k_weight");
+    w.v_weight = keep(v_weight, "v_weight");
+    w.out_weight = keep(out_weight, "out_weight");
+    w.q_bias = keep_optional(q_bias, "q_bias");
+    w.k_bias = keep_optional(k_bias, "k_bias");
+    w.v_bias = keep_optional(v_bias, "v_bias");
+    w.out_bias = keep_optional(out_bias, "out_bias");
+    MultiHeadAttentionConfig config{hidden, q_heads, kv_heads, head_dim, std::nullopt};
+    if (scale) config.scale = static_cast<float>(*scale);
+    layer_.emplace(config, w);
+  }
+
+  const MultiHeadAttention& layer() const { return *layer_; }
+
+  // out = the layer applied to hidden; the GIL is released while heed runs.
+  void forward_into(nb::handle hidden, nb::handle mask, nb::handle out) const {
+    const ImportedArray x = import_array(hidden, {kOp, "hidden", false, false});
+    const ImportedArray y = import_array(out, {kOp, "out", true, false});
+    std::optional<ImportedArray> m;
+    std::optional<TensorView> mask_view;
+    if (!mask.is_none()) {
+      m = import_array(mask, {kOp, "key_padding_mask", false, false});
+      mask_view = m->view;
+    }
+    TensorView out_view = y.view;
+    nb::gil_scoped_release release;
+    layer_->forward(x.view, mask_view, out_view);
+  }
+
+ private:
+  TensorView keep(nb::handle array, const char* name) {
+    arrays_.push_back(import_array(array, {kOp, name, false, false}));
+    return arrays_.back().view;
+  }
+  std::optional<TensorView> keep_optional(nb::handle array, const char* name) {
+    if (array.is_none()) return std::nullopt;
+    return keep(array, name);
+  }
+
+  std::vector<ImportedArray> arrays_;
+  std::optional<MultiHeadAttention> layer_;
+};
+
+nb::list buffers_of(const std::vector<ScratchBuffer>& buffers) {
+  nb::list list;
+  for (const ScratchBuffer& buffer : buffers) {
+    nb::dict entry;
+    entry["name"] = buffer.name;
+    entry["offset"] = buffer.offset;
+    entry["bytes"] = buffer.bytes;
+    list.append(entry);
+  }
+  return list;
+}
+
+}  // namespace
+
+void bind_layer(nb::module_& m) {
+  nb::class_<MultiHeadAttentionPlan>(m, "LayerPlan", "The plan of one encoder-layer call: its workspace and why")
+      .def_ro("attention", &MultiHeadAttentionPlan::attention)
+      .def_ro("workers", &MultiHeadAttentionPlan::workers)
+      .def_ro("block_rows", &MultiHeadAttentionPlan::block_rows)
+      .def_ro("workspace_bytes", &MultiHeadAttentionPlan::workspace_bytes)
+      .def_prop_ro("buffers", [](const MultiHeadAttentionPlan& p) { return buffers_of(p.buffers); })
+      .def_ro("reasons", &MultiHeadAttentionPlan::reasons)
+      .def("explain", &MultiHeadAttentionPlan::explain)
+      .def("__repr__", [](const MultiHeadAttentionPlan& p) {
+        return "heed.LayerPlan(workspace_bytes=" + std::to_string(p.workspace_bytes) + ", attention='" +
+               p.attention.kernel_name + "')";
+      });
+
+  nb::class_<Layer>(m, "MultiHeadAttention", "heed::MultiHeadAttention; use heed.MultiHeadAttention")
+      .def(nb::init<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::optional<double>, nb::handle,
+                    nb::handle, nb::handle, nb::handle, nb::handle, nb::handle, nb::handle, nb::handle>(),
+           "hidden"_a, "q_heads"_a, "kv_heads"_a, "head_dim"_a, "scale"_a.none(), "q_weight"_a, "k_weight"_a,
+           "v_weight"_a, "out_weight"_a, "q_bias"_a.none(), "k_bias"_a.none(), "v_bias"_a.none(),
+           "out_bias"_a.none())
+      .def_prop_ro("scale", [](const Layer& l) { return l.layer().scale(); })
+      .def("plan", [](const Layer& l, std::int64_t batch, std::int64_t length, bool key_padding) {
+             return l.layer().plan(batch, length, key_padding);
+           }, "batch"_a, "length"_a, "key_padding"_a)
+      .def("forward_into", &Layer::forward_into, "hidden"_a, "key_padding_mask"_a.none(), "out"_a);
+}
+
+}  // namespace heed::python
