@@ -174,6 +174,9 @@ void plan_amx(CpuRoute& r, const Problem& p, const CpuInfo& cpu) {
   amx.depth = round_up(p.head_dim, 32);
   amx.columns = round_up(p.value_dim, 16);
   amx.keys = round_up(r.block_k, 32);
+  // Packed tiles start at multiples of `keys`, so a window's span of window + block_q - 1 keys
+  // costs about span + keys: under a window the tiles shrink towards half of it.
+  if (p.window > 0) amx.keys = std::min(amx.keys, std::max<std::int64_t>(kAmxWindowMinKeys, round_up(p.window / 2, 32)));
   const std::size_t tile = float_bytes(amx.rows, amx.keys, "a score tile");
   if (p.max_score_bytes && tile > static_cast<std::size_t>(*p.max_score_bytes)) return;
   amx.on = true;

@@ -62,4 +62,11 @@ inline constexpr std::int64_t kTiledL2Share = 1;
 // is within 5% of one call, and a 32 x 128-token batch still gives 96 projection tasks.
 inline constexpr std::int64_t kLayerProjectionRows = 128;
 
+// The smallest packed key tile of the bfloat16 tiled route (AMX tiles or AVX512-BF16 dot
+// products) under a sliding window, where the planner shrinks tiles towards half the window.
+// gpt-oss-window (64/8 heads, 4k, D 64, window 128, sinks, bf16), 2 threads, AVX512-BF16,
+// 2026-11-30, `heed bench --reps 3`, ms over six alternating runs: 64-key tiles 54.3-71.7
+// (median 55.4), 128-key 61.0-72.9, 256-key (no shrinking) 80.8-89.2.
+inline constexpr std::int64_t kAmxWindowMinKeys = 64;
+
 }  // namespace heed::plan::cpu
