@@ -65,10 +65,18 @@ std::optional<Fit> fit_composed(const Problem& p, std::size_t& min_cap) {
   return Fit{rows, 0, float_bytes(rows, p.kv_len, "a score block"), true};
 }
 
+// Whether the tiled route multiplies on bfloat16 units: AMX tiles (bfloat16, float16) or
+// AVX512-BF16 dot products (bfloat16; float16's three products would cost more than FMAs).
+bool on_bf16_units(const Problem& p, const CpuInfo& cpu) {
+  if (cpu.isa < CpuIsa::Avx512Bf16 || p.kv_len == 0) return false;
+  return p.dtype == DType::BFloat16 || (p.dtype == DType::Float16 && cpu.isa == CpuIsa::Amx);
+}
+
 // Tiled tiles hold block_q query positions of every head of a group (group × block_q rows).
 std::optional<Fit> fit_tiled(const Problem& p, const CpuInfo& cpu, std::size_t& min_cap) {
   const std::int64_t group = std::max<std::int64_t>(p.group(), 1);
-  std::int64_t block_q = std::clamp<std::int64_t>(kTiledBlockRows / group, 1, std::max<std::int64_t>(p.q_len, 1));
+  const std::int64_t target_rows = on_bf16_units(p, cpu) ? kBf16UnitBlockRows : kTiledBlockRows;
+  std::int64_t block_q = std::clamp<std::int64_t>(target_rows / group, 1, std::max<std::int64_t>(p.q_len, 1));
   const auto rows = [&] { return group * block_q; };
   // In double: the budget only steers the tile size, and huge head sizes must not overflow.
   const double budget = static_cast<double>(cpu.l2_bytes) / kTiledL2Share;
@@ -164,9 +172,7 @@ std::int64_t round_up(std::int64_t value, std::int64_t multiple) { return ceil_d
 // The AMX layout of a tiled plan, when the tiles serve it: bfloat16 inputs on an Amx CPU,
 // and the padded score tile within the cap.
 void plan_amx(CpuRoute& r, const Problem& p, const CpuInfo& cpu) {
-  if (cpu.isa < CpuIsa::Avx512Bf16 || p.kv_len == 0) return;
-  // float16 takes three bfloat16 products: a gain on the tiles, a loss on dot products.
-  if (p.dtype != DType::BFloat16 && !(p.dtype == DType::Float16 && cpu.isa == CpuIsa::Amx)) return;
+  if (!on_bf16_units(p, cpu)) return;
   auto& amx = r.amx;
   amx.tiles = cpu.isa == CpuIsa::Amx;
   amx.parts = p.dtype == DType::Float16 ? 2 : 1;

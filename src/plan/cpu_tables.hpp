@@ -44,7 +44,15 @@ inline constexpr std::int64_t kComposedMaxKeys = 16;
 // vectorised softmax: `heed bench` alternating builds with a limit of 64 and 256, three rounds,
 // median ms: bge-small 138.5 / 143.0 / 140.3 vs 114.2 / 95.5 / 115.1, llama3-8b-prefill
 // 929.9 / 953.7 / 925.7 vs 840.6 / 764.3 / 846.6, bert-base 218 / 223 / 178 vs 182 / 163 / 183.
-inline constexpr std::int64_t kTiledBlockRows = 128;
+// Later the same day, after the shuffle transpose and in-place value rows, 128 against 256
+// rows, two alternating rounds (the second on a busier machine), ms: bert-base 147 / 172 vs
+// 143 / 158, llama3-8b-prefill 705 / 822 vs 693 / 762; heed_route_sweep B 4, 8 heads, L 512,
+// D 128, tiled 23.7 / 27.6 vs 23.3 / 25.4: 256 rows, on the FMA kernels.
+inline constexpr std::int64_t kTiledBlockRows = 256;
+// The bfloat16 matrix units' kernel (AMX tiles, AVX512-BF16 dot products) keeps 128 rows: its
+// H200 figures in docs/performance.md were measured so; on dot products here 128 and 256
+// rows measured the same (llama3-8b-prefill-bf16 380 / 396 vs 377 / 396 ms).
+inline constexpr std::int64_t kBf16UnitBlockRows = 128;
 inline constexpr std::int64_t kTiledMinBlockK = 16;
 inline constexpr std::int64_t kTiledMaxBlockK = 256;
 // Fraction (1/N) of the per-core L2 that one worker's tiles may fill. Swept 2026-11-30 on this
