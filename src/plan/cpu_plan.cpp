@@ -25,19 +25,6 @@ std::size_t float_bytes(std::int64_t count_a, std::int64_t count_b, const char* 
   return static_cast<std::size_t>(checked_mul(checked_mul(count_a, count_b, kOp, what), kFloat, kOp, what));
 }
 
-std::string describe(const Problem& p) {
-  std::string text = format("shape: B {}, Hq {} / Hkv {} (group {}), Lq {}, Lk {}, D {}, Dv {}, {}", p.batch,
-                            p.q_heads, p.kv_heads, p.group(), p.q_len, p.kv_len, p.head_dim,
-                            p.value_dim, to_string(p.dtype));
-  if (p.causal) text += ", causal";
-  if (p.window) text += format(", window {}", p.window);
-  if (p.mask == MaskKind::Bool) text += ", boolean mask";
-  if (p.mask == MaskKind::Additive) text += ", additive mask";
-  if (p.sinks) text += ", sinks";
-  if (p.max_score_bytes) text += format(", max_score_bytes {}", *p.max_score_bytes);
-  return text;
-}
-
 // The keys one query row can see at most: the window bounds it; [first, last) over all rows.
 std::int64_t visible_key_span(const Problem& p) {
   if (p.window == 0) return p.kv_len;

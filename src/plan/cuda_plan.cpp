@@ -27,19 +27,6 @@ std::size_t float_bytes(std::int64_t count_a, std::int64_t count_b, const char* 
   return static_cast<std::size_t>(checked_mul(checked_mul(count_a, count_b, kOp, what), kFloat, kOp, what));
 }
 
-std::string describe(const Problem& p, const CudaDeviceInfo& device) {
-  std::string text = format("shape: B {}, Hq {} / Hkv {} (group {}), Lq {}, Lk {}, D {}, Dv {}, {} on cuda:{} ({}, {} SMs)",
-                            p.batch, p.q_heads, p.kv_heads, p.group(), p.q_len, p.kv_len, p.head_dim,
-                            p.value_dim, to_string(p.dtype), device.index, device.name, device.sm_count);
-  if (p.causal) text += ", causal";
-  if (p.window) text += format(", window {}", p.window);
-  if (p.mask == MaskKind::Bool) text += ", boolean mask";
-  if (p.mask == MaskKind::Additive) text += ", additive mask";
-  if (p.sinks) text += ", sinks";
-  if (p.max_score_bytes) text += format(", max_score_bytes {}", *p.max_score_bytes);
-  return text;
-}
-
 std::string kernel_name(const char* route, DType dtype) {
   return std::string("heed_cuda_") + route + "_" + short_name(dtype);
 }
@@ -220,7 +207,7 @@ CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device) {
   r.plan.device = Device::cuda(device.index);
   r.plan.dtype = p.dtype;
   auto& reasons = r.plan.reasons;
-  reasons.push_back(describe(p, device));
+  reasons.push_back(describe(p, format(" on cuda:{} ({}, {} SMs)", device.index, device.name, device.sm_count)));
 
   std::size_t vector_min = 0, composed_min = 0;
   std::string vector_why;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "heed/dtype.hpp"
 #include "heed/options.hpp"
@@ -37,6 +38,11 @@ struct Problem {
   std::int64_t group() const { return kv_heads > 0 ? q_heads / kv_heads : 0; }
   bool empty_output() const { return batch == 0 || q_heads == 0 || q_len == 0 || value_dim == 0; }
 };
+
+// The first line of every plan's explanation: "shape: B .., Hq .. / Hkv .. (group ..), ..",
+// the dtype, then `device` (e.g. " on cuda:0 (NVIDIA H200, 132 SMs)"; empty on the CPU), then
+// the options.
+std::string describe(const Problem& p, const std::string& device = "");
 
 // Every check of design.md §1 on shapes, dtypes and options; throws InvalidArgument with
 // "[heed::attention] ..." and the values.

@@ -119,4 +119,17 @@ Problem validate_problem(const Shape& q, const Shape& k, const Shape& v, DType q
   return p;
 }
 
+std::string describe(const Problem& p, const std::string& device) {
+  std::string text = format("shape: B {}, Hq {} / Hkv {} (group {}), Lq {}, Lk {}, D {}, Dv {}, {}{}", p.batch,
+                            p.q_heads, p.kv_heads, p.group(), p.q_len, p.kv_len, p.head_dim, p.value_dim,
+                            to_string(p.dtype), device);
+  if (p.causal) text += ", causal";
+  if (p.window) text += format(", window {}", p.window);
+  if (p.mask == MaskKind::Bool) text += ", boolean mask";
+  if (p.mask == MaskKind::Additive) text += ", additive mask";
+  if (p.sinks) text += ", sinks";
+  if (p.max_score_bytes) text += format(", max_score_bytes {}", *p.max_score_bytes);
+  return text;
+}
+
 }  // namespace heed::plan
