@@ -179,18 +179,6 @@ nb::dict kernel_dict(const Kernel& kernel) {
   return fields;
 }
 
-nb::list buffer_list(const std::vector<ScratchBuffer>& buffers) {
-  nb::list list;
-  for (const ScratchBuffer& buffer : buffers) {
-    nb::dict entry;
-    entry["name"] = buffer.name;
-    entry["offset"] = buffer.offset;
-    entry["bytes"] = buffer.bytes;
-    entry["slices"] = buffer.slices;
-    list.append(entry);
-  }
-  return list;
-}
 
 profile::Mode parse_mode(const std::string& name) {
   if (name == "off") return profile::Mode::Off;
@@ -242,6 +230,20 @@ void bind_profile(nb::module_& m) {
 }
 
 }  // namespace
+
+nb::list buffer_list(const std::vector<ScratchBuffer>& buffers) {
+  nb::list list;
+  for (const ScratchBuffer& buffer : buffers) {
+    nb::dict entry;
+    entry["name"] = buffer.name;
+    entry["offset"] = buffer.offset;
+    entry["bytes"] = buffer.bytes;
+    entry["slices"] = buffer.slices;
+    list.append(entry);
+  }
+  return list;
+}
+
 }  // namespace heed::python
 
 NB_MODULE(_heed, m) {

@@ -69,18 +69,6 @@ class Layer {
   std::optional<MultiHeadAttention> layer_;
 };
 
-nb::list buffers_of(const std::vector<ScratchBuffer>& buffers) {
-  nb::list list;
-  for (const ScratchBuffer& buffer : buffers) {
-    nb::dict entry;
-    entry["name"] = buffer.name;
-    entry["offset"] = buffer.offset;
-    entry["bytes"] = buffer.bytes;
-    list.append(entry);
-  }
-  return list;
-}
-
 }  // namespace
 
 void bind_layer(nb::module_& m) {
@@ -89,7 +77,7 @@ void bind_layer(nb::module_& m) {
       .def_ro("workers", &MultiHeadAttentionPlan::workers)
       .def_ro("block_rows", &MultiHeadAttentionPlan::block_rows)
       .def_ro("workspace_bytes", &MultiHeadAttentionPlan::workspace_bytes)
-      .def_prop_ro("buffers", [](const MultiHeadAttentionPlan& p) { return buffers_of(p.buffers); })
+      .def_prop_ro("buffers", [](const MultiHeadAttentionPlan& p) { return buffer_list(p.buffers); })
       .def_ro("reasons", &MultiHeadAttentionPlan::reasons)
       .def("explain", &MultiHeadAttentionPlan::explain)
       .def("__repr__", [](const MultiHeadAttentionPlan& p) {

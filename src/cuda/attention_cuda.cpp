@@ -87,19 +87,20 @@ void run_attention(const TensorView& q, const TensorView& k, const TensorView& v
   DeviceGuard guard(device, kOp);
   const auto stream = static_cast<cudaStream_t>(stream_handle);
   memory::CudaScratch scratch(device, route.plan.scratch_bytes, options.workspace, stream_handle, kOp);
-  const Geometry g = geometry(q, k, v, options);
+  CallArgs call;
+  call.g = geometry(q, k, v, options);
+  call.type = element_type(q.dtype);
+  call.q = q.data;
+  call.k = k.data;
+  call.v = v.data;
+  call.out = out.data;
+  call.q_strides = strides_of(q);
+  call.k_strides = strides_of(k);
+  call.v_strides = strides_of(v);
+  call.out_strides = strides_of(out);
   if (std::holds_alternative<route::Vector>(route.plan.kernel)) {
     VectorArgs a;
-    a.g = g;
-    a.type = element_type(q.dtype);
-    a.q = q.data;
-    a.k = k.data;
-    a.v = v.data;
-    a.out = out.data;
-    a.q_strides = strides_of(q);
-    a.k_strides = strides_of(k);
-    a.v_strides = strides_of(v);
-    a.out_strides = strides_of(out);
+    static_cast<CallArgs&>(a) = call;
     a.scale_log2 = scale * kLog2e;
     a.wide_loads = wide_rows(q) && wide_rows(k) && wide_rows(v);
     const plan::CudaVectorShape& s = route.vector;
@@ -114,16 +115,7 @@ void run_attention(const TensorView& q, const TensorView& k, const TensorView& v
     run_vector(a, route, stream);
   } else {
     ComposedArgs a;
-    a.g = g;
-    a.type = element_type(q.dtype);
-    a.q = q.data;
-    a.k = k.data;
-    a.v = v.data;
-    a.out = out.data;
-    a.q_strides = strides_of(q);
-    a.k_strides = strides_of(k);
-    a.v_strides = strides_of(v);
-    a.out_strides = strides_of(out);
+    static_cast<CallArgs&>(a) = call;
     a.scale = scale;
     run_composed(a, route, scratch.data(), device, stream);
   }

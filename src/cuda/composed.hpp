@@ -12,14 +12,7 @@
 
 namespace heed::cuda {
 
-struct ComposedArgs {
-  Geometry g;
-  ElementType type = ElementType::Float32;
-  const void* q = nullptr;
-  const void* k = nullptr;
-  const void* v = nullptr;
-  void* out = nullptr;
-  Strides4 q_strides, k_strides, v_strides, out_strides;
+struct ComposedArgs : CallArgs {
   float scale = 1.0f;
 };
 

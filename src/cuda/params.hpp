@@ -36,7 +36,9 @@ struct Geometry {
   SinkArgs sinks;
 };
 
-struct VectorArgs {
+// What every CUDA route reads of a call: geometry, element type, the four tensors and their
+// strides.
+struct CallArgs {
   Geometry g;
   ElementType type = ElementType::Float32;
   const void* q = nullptr;
@@ -44,6 +46,9 @@ struct VectorArgs {
   const void* v = nullptr;
   void* out = nullptr;
   Strides4 q_strides, k_strides, v_strides, out_strides;
+};
+
+struct VectorArgs : CallArgs {
   float scale_log2 = 1.0f;  // scale × log2(e): scores live in the log2 domain
   bool wide_loads = false;  // 16-byte loads: last dimensions contiguous and rows aligned
   int lanes_per_key = 32;
