@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <new>
 
+#include <unistd.h>
+
 #include "core/format.hpp"
 #include "heed/error.hpp"
 #include "heed/memory.hpp"
@@ -15,6 +17,19 @@ namespace heed {
 namespace {
 
 std::atomic<std::size_t> g_active{0};
+// Physical memory, read once. A request above it is refused before malloc: under Linux's
+// overcommit a terabyte malloc may succeed, and the first touch then stalls or kills the
+// process instead of raising OutOfMemory.
+std::size_t physical_bytes() {
+  static const std::size_t bytes = [] {
+    const long pages = sysconf(_SC_PHYS_PAGES);
+    const long page = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page <= 0) return static_cast<std::size_t>(-1);
+    return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page);
+  }();
+  return bytes;
+}
+
 std::atomic<std::size_t> g_peak{0};
 
 void raise_peak(std::size_t active) {
@@ -58,6 +73,11 @@ void* cpu_allocate(std::size_t bytes, const char* op, const char* what) {
   const std::size_t size = rounded_size(bytes);
   if (size < bytes) {
     throw Error(ErrorKind::OutOfMemory, format("[{}] could not allocate {} bytes for {}", op, bytes, what));
+  }
+  if (size > physical_bytes()) {
+    throw Error(ErrorKind::OutOfMemory, format("[{}] could not allocate {} bytes for {}: more than the machine's {} "
+                                               "bytes of memory",
+                                               op, size, what, physical_bytes()));
   }
   void* pointer = std::aligned_alloc(kAllocationAlignment, size);
   if (pointer == nullptr) {

@@ -155,3 +155,32 @@ INSTANTIATE_TEST_SUITE_P(Kernels, Scratch, ::testing::ValuesIn(scratch_cases()),
 
 }  // namespace
 }  // namespace heed::test
+
+namespace heed::test {
+namespace {
+
+// Scratch beyond the machine's memory is refused with OutOfMemory before any work: zero-stride
+// inputs of a huge head size cost nothing to hold, their tile scratch (terabytes) cannot be
+// served. Under Linux's overcommit such a malloc may succeed; heed must not rely on it failing.
+TEST(ScratchLimits, ScratchBeyondThePhysicalMemoryIsOutOfMemory) {
+  const std::int64_t head_dim = std::int64_t{1} << 34;
+  float zero = 0.0f;
+  std::vector<float> out_storage(17, 7.0f);
+  const TensorView q(&zero, DType::Float32, Shape{1, 1, 17, head_dim}, {0, 0, 0, 0});
+  const TensorView v(&zero, DType::Float32, Shape{1, 1, 17, 1}, {0, 0, 0, 0});
+  TensorView out(out_storage.data(), DType::Float32, Shape{1, 1, 17, 1});
+  const AttentionOptions options;
+  ASSERT_GT(plan_attention(q, q, v, options).scratch_bytes, std::size_t{1} << 40);
+  try {
+    attention(q, q, v, out, 1.0f, options);
+    ADD_FAILURE() << "terabytes of scratch were allocated";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::OutOfMemory) << error.what();
+    EXPECT_NE(std::string(error.what()).find("could not allocate"), std::string::npos) << error.what();
+  }
+  for (float value : out_storage) EXPECT_EQ(value, 7.0f) << "out written on error";
+  EXPECT_EQ(memory_stats().active, 0u);
+}
+
+}  // namespace
+}  // namespace heed::test
