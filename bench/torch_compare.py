@@ -7,7 +7,7 @@ heed is faster). PyTorch's is_causal is top-left aligned; the suite's causal cas
 Lq == Lk, where it equals heed's bottom-right rule. A sliding window becomes a boolean mask
 for PyTorch; sinks have no SDPA equivalent, so such cases are timed without them and marked.
 
-  python3 bench/torch_compare.py --heed build/release/bin/heed [--threads N] [--case NAME]... [--reps N]
+  python3 bench/torch_compare.py --heed build/release/bin/heed [--threads N | --cpus 2,3] [--case NAME]... [--reps N] [--rounds N]
   python3 bench/torch_compare.py --records heed.json ...   (records written by `heed bench`)
 """
 
@@ -25,7 +25,7 @@ def heed_records(heed, threads, names, reps, records_path=None):
         with open(records_path) as f:
             records = json.load(f)
         return [r for r in records if not names or r["name"] in names]
-    command = [heed, "bench", "--json", "--reps", str(reps)]
+    command = [heed, "bench", "--json", "--device", "cpu", "--reps", str(reps)]
     for name in names:
         command += ["--case", name]
     env = dict(os.environ, HEED_NUM_THREADS=str(threads))
@@ -91,7 +91,11 @@ def main():
     parser.add_argument("--records", help="heed's records already measured (heed bench writes them)")
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--case", action="append", default=[])
+    parser.add_argument("--cpus", help="comma-separated CPUs to pin both libraries to (instead of --threads)")
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="alternating rounds (heed then PyTorch, then PyTorch then heed, ...); each library's "
+                             "best round counts, so drift of a shared machine weighs on both alike")
     args = parser.parse_args()
     try:
         import torch
@@ -99,13 +103,30 @@ def main():
         print("torch_compare: PyTorch is not importable here; nothing to compare", file=sys.stderr)
         return 2
     # Both run pinned to the same cores: the heed process inherits this affinity.
-    cores = distinct_cores(args.threads)
+    cores = [int(c) for c in args.cpus.split(",")] if args.cpus else distinct_cores(args.threads)
     os.sched_setaffinity(0, cores)
     torch.set_num_threads(len(cores))
     if not args.heed and not args.records:
         parser.error("give --heed or --records")
-    records = heed_records(args.heed, args.threads, args.case, args.reps, args.records)
-    print(f"# {len(cores)} threads pinned to CPUs {cores}, PyTorch {torch.__version__}, median of {args.reps}")
+    rounds = 1 if args.records else max(args.rounds, 1)
+    heed_rounds, torch_rounds = [], []
+    for round_index in range(rounds):
+        heed_first = round_index % 2 == 0
+        if heed_first:
+            heed_rounds.append(heed_records(args.heed, len(cores), args.case, args.reps, args.records))
+        torch_rounds.append({r["name"]: torch_time(torch, r, args.reps) for r in heed_rounds[0] if "error" not in r})
+        if not heed_first:
+            heed_rounds.append(heed_records(args.heed, len(cores), args.case, args.reps, args.records))
+    records = heed_rounds[0]
+    for record in records:  # each library's best round
+        times = [r["median_ms"] for rs in heed_rounds for r in rs if r["name"] == record["name"] and "median_ms" in r]
+        if times and "median_ms" in record:
+            scale = min(times) / record["median_ms"]
+            record["median_ms"] = min(times)
+            if record.get("roofline_fraction") is not None:
+                record["roofline_fraction"] /= scale
+    print(f"# {len(cores)} threads pinned to CPUs {cores}, PyTorch {torch.__version__}, median of {args.reps} "
+          f"calls per round, best of {rounds} alternating round(s) per library")
     if records and "peak_gflops" in records[0]:
         amx = records[0].get("amx_peak_gflops")
         dot = records[0].get("dot_bf16_peak_gflops")
@@ -120,7 +141,9 @@ def main():
         if "error" in record:
             print(f"{record['name']:24s} heed failed: {record['error']}")
             continue
-        torch_ms, note = torch_time(torch, record, args.reps)
+        measured = [t[record["name"]] for t in torch_rounds]
+        note = measured[0][1]
+        torch_ms = None if measured[0][0] is None else min(t[0] for t in measured)
         unit, work = ("GB/s", record["bytes"]) if record["memory_bound"] else ("GFLOP/s", record["flops"])
         heed_rate = work / record["median_ms"] * 1e-6
         fraction = record.get("roofline_fraction")
