@@ -38,6 +38,14 @@ int thread_count() {
   return available_cores();
 }
 
+std::int64_t tiled_rows() {
+  const char* value = std::getenv("HEED_CPU_TILED_ROWS");
+  if (value == nullptr) return 0;
+  char* end = nullptr;
+  const long long rows = std::strtoll(value, &end, 10);
+  return end != value && *end == '\0' && rows >= 1 && rows <= 65536 ? rows : 0;
+}
+
 // Size in bytes of cache `index` of cpu0 from sysfs ("48K"), or 0.
 std::size_t sysfs_cache_bytes(int index) {
   std::ifstream file("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
@@ -127,6 +135,7 @@ const CpuInfo& cpu_info() {
     result.isa = chosen_isa();
     result.l1d_bytes = cache_bytes(1, std::size_t{32} << 10);
     result.l2_bytes = cache_bytes(2, std::size_t{1} << 20);
+    result.tiled_rows = tiled_rows();
     return result;
   }();
   return info;

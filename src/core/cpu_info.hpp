@@ -2,6 +2,7 @@
 // Immutable properties of this machine's CPU, read once per process.
 
 #include <cstddef>
+#include <cstdint>
 
 namespace heed {
 
@@ -19,6 +20,9 @@ struct CpuInfo {
   int threads = 1;              // HEED_NUM_THREADS, else the cores this process may run on
   std::size_t l1d_bytes = 0;    // per core
   std::size_t l2_bytes = 0;     // per core
+  // HEED_CPU_TILED_ROWS: query rows per tiled task in place of the planner's table (a tuning
+  // knob for measuring that table on a new machine); 0 when unset.
+  std::int64_t tiled_rows = 0;
 };
 
 const CpuInfo& cpu_info();

@@ -62,7 +62,8 @@ bool on_bf16_units(const Problem& p, const CpuInfo& cpu) {
 // Tiled tiles hold block_q query positions of every head of a group (group × block_q rows).
 std::optional<Fit> fit_tiled(const Problem& p, const CpuInfo& cpu, std::size_t& min_cap) {
   const std::int64_t group = std::max<std::int64_t>(p.group(), 1);
-  const std::int64_t target_rows = on_bf16_units(p, cpu) ? kBf16UnitBlockRows : kTiledBlockRows;
+  const std::int64_t target_rows =
+      cpu.tiled_rows > 0 ? cpu.tiled_rows : (on_bf16_units(p, cpu) ? kBf16UnitBlockRows : kTiledBlockRows);
   std::int64_t block_q = std::clamp<std::int64_t>(target_rows / group, 1, std::max<std::int64_t>(p.q_len, 1));
   const auto rows = [&] { return group * block_q; };
   // In double: the budget only steers the tile size, and huge head sizes must not overflow.
@@ -202,6 +203,10 @@ void build_tiled(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& f
                                   rows * (p.head_dim + p.value_dim + 2) +
                                       r.block_k * (p.head_dim + p.value_dim + rows),
                                   kTiledL2Share, cpu.l2_bytes >> 10));
+  if (cpu.tiled_rows > 0) {
+    r.plan.reasons.push_back(format("rows per tile from HEED_CPU_TILED_ROWS={} (tuning), not the planner's table",
+                                    cpu.tiled_rows));
+  }
   const std::int64_t tasks = p.batch * p.kv_heads * ceil_div(p.q_len, r.block_q);
   r.plan.workers = static_cast<int>(std::min<std::int64_t>(cpu.threads, tasks));
   const auto workers = static_cast<std::size_t>(r.plan.workers);
