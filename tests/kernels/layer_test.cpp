@@ -1,7 +1,7 @@
 // heed::MultiHeadAttention on the CPU against a float64 reference of the whole layer
 // (kernels/layer_cases.hpp: projections, attention with the key padding mask, output
 // projection, padded positions zeroed), with MHA, GQA and MQA, odd sizes, fully padded
-// sequences, strided and transposed tensors, the workspace promise, and the errors.
+// sequences, strided, reversed and transposed tensors, the workspace promise, and the errors.
 
 #include <gtest/gtest.h>
 
@@ -66,6 +66,16 @@ TEST(Layer, InPlaceOutputMayBeTheHiddenStates) {
   EXPECT_TRUE(matches_reference(as_rows(d.hidden.view()), reference));
 }
 
+TEST(Layer, BatchesInReverseOrder) {
+  std::mt19937_64 rng(29);
+  LayerData d({"reversed", 24, 4, 2, 6, {9, 2, 5}, 9}, rng);
+  const MultiHeadAttention layer(d.config(), d.layer_weights());
+  const std::vector<double> reference = reversed_batches(reference_layer(d), d.batch());
+  TensorView out = d.out.view();
+  layer.forward(reversed_batches(d.hidden.view()), reversed_batches(d.mask.view()), out);
+  EXPECT_TRUE(matches_reference(as_rows(out), reference));
+}
+
 TEST(Layer, ProfilerNamesTheStagesAndThePlannedAttention) {
   std::mt19937_64 rng(13);
   LayerData d({"profiled", 32, 4, 4, 8, {20, 9}, 20}, rng);
@@ -89,6 +99,17 @@ TEST(Layer, EmptyBatchOrLengthWritesNothingAndHoldsNothing) {
   EXPECT_EQ(layer.plan(0, 5).workspace_bytes, 0u);
   EXPECT_EQ(layer.plan(3, 0).workspace_bytes, 0u);
   EXPECT_NO_THROW(layer.forward(d.hidden.view(), d.mask_view(), d.out.view()));
+}
+
+// Whether heed was built with its CUDA backend: a CUDA device's plan is then Unsupported for
+// want of the device, not of the backend.
+bool cuda_built() {
+  try {
+    (void)plan_attention(Shape{1, 1, 1, 8}, Shape{1, 1, 1, 8}, Shape{1, 1, 1, 8}, DType::Float32, {}, Device::cuda(0));
+    return true;
+  } catch (const Error& e) {
+    return std::string(e.what()).find("no CUDA backend") == std::string::npos;
+  }
 }
 
 // Runs `call`, expecting InvalidArgument (or `kind`) with a message containing `text`.
@@ -115,19 +136,48 @@ TEST(Layer, BadConfigAndWeightsAreRejectedWithTheirValues) {
   swapped.k_weight = w.q_weight;
   expect_error([&] { MultiHeadAttention(d.config(), swapped); }, "k_weight shape [32, 32] must be [16, 32]");
   MultiHeadAttentionWeights half = w;
-  half.v_weight.dtype = DType::Float16;
-  expect_error([&] { MultiHeadAttention(d.config(), half); }, "v_weight has dtype float16; the layer runs in float32 only",
+  for (TensorView* view : {&half.q_weight, &half.k_weight, &half.v_weight, &half.out_weight, &*half.q_bias,
+                           &*half.k_bias, &*half.v_bias, &*half.out_bias}) {
+    view->dtype = DType::Float16;
+  }
+  expect_error([&] { MultiHeadAttention(d.config(), half); },
+               "q_weight has dtype float16; the layer runs in float32 on the CPU (float16 and bfloat16 on CUDA)",
                ErrorKind::Unsupported);
+  MultiHeadAttentionWeights mixed_dtypes = w;
+  mixed_dtypes.v_weight.dtype = DType::BFloat16;
+  expect_error([&] { MultiHeadAttention(d.config(), mixed_dtypes); },
+               "v_weight has dtype bfloat16 but the layer's weights have float32");
   MultiHeadAttentionWeights strided = w;
   strided.out_weight.strides = {64, 2};
   expect_error([&] { MultiHeadAttention(d.config(), strided); }, "out_weight strides [64, 2] need unit stride");
   MultiHeadAttentionWeights short_bias = w;
   short_bias.out_bias->shape = Shape{31};
   expect_error([&] { MultiHeadAttention(d.config(), short_bias); }, "out_bias shape [31] must be [32]");
-  MultiHeadAttentionWeights gpu = w;
-  gpu.q_weight.device = Device::cuda(0);
-  expect_error([&] { MultiHeadAttention(d.config(), gpu); }, "q_weight is on cuda:0; the layer runs on the CPU",
-               ErrorKind::Unsupported);
+  MultiHeadAttentionWeights mixed = w;
+  mixed.k_weight.device = Device::cuda(0);
+  mixed.k_bias->device = Device::cuda(0);
+  expect_error([&] { MultiHeadAttention(d.config(), mixed); },
+               cuda_built() ? "k_weight is on cuda:0 but the layer's weights are on cpu"
+                            : "k_weight is on cuda:0; this build of heed has no CUDA backend",
+               cuda_built() ? ErrorKind::InvalidArgument : ErrorKind::Unsupported);
+}
+
+// Host memory labelled cuda:0: without a CUDA build or without a device the layer cannot run
+// there (Unsupported); with a device the memory is not the device's (InvalidArgument).
+TEST(Layer, WeightsLabelledCudaNeedTheBackendAndTheDevice) {
+  std::mt19937_64 rng(31);
+  LayerData d({"labelled_cuda", 32, 4, 2, 8, {5, 2}, 5}, rng);
+  MultiHeadAttentionWeights w = d.layer_weights();
+  for (TensorView* view : {&w.q_weight, &w.k_weight, &w.v_weight, &w.out_weight, &*w.q_bias, &*w.k_bias, &*w.v_bias,
+                           &*w.out_bias}) {
+    view->device = Device::cuda(0);
+  }
+  const bool gpu_present = Device::default_device().type == DeviceType::CUDA;
+  const std::string expected = !cuda_built()   ? "q_weight is on cuda:0; this build of heed has no CUDA backend"
+                               : !gpu_present ? "device cuda:0: no CUDA device is present"
+                                              : "q_weight data is not memory of cuda:0";
+  expect_error([&] { MultiHeadAttention(d.config(), w); }, expected,
+               gpu_present ? ErrorKind::InvalidArgument : ErrorKind::Unsupported);
 }
 
 TEST(Layer, BadCallsAreRejectedBeforeAnyWorkAndLeaveOutUntouched) {
