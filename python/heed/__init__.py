@@ -110,7 +110,7 @@ class _Call:
                 f"[{self.op}] {name} must be an array that supports DLPack (numpy, PyTorch, CuPy, JAX), "
                 f"got {type(array).__module__}.{type(array).__qualname__}")
         framework = _framework(array)
-        if framework == "numpy" and array.dtype.kind == "V" and array.dtype.name == "bfloat16":
+        if framework == "numpy" and array.dtype.kind == "V" and array.dtype.name == "bfloat16" and name in _BF16_BITS:
             # numpy's DLPack export has no bfloat16: pass the same memory as uint16.
             self.bf16 |= _BF16_BITS[name]
             return array.view(np.uint16)

@@ -4,7 +4,9 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "dlpack_views.hpp"
@@ -17,6 +19,15 @@ namespace heed::python {
 namespace {
 
 constexpr const char* kOp = "heed.MultiHeadAttention";
+
+// The data pointers, device and stream of this thread's last layer call, for the zero-copy tests.
+struct LastLayerCall {
+  std::uintptr_t hidden = 0, mask = 0, out = 0, stream = 0;
+  std::string device;
+};
+thread_local LastLayerCall g_last_layer_call;
+
+std::uintptr_t address(const void* pointer) { return reinterpret_cast<std::uintptr_t>(pointer); }
 
 // The C++ layer and the arrays its weight views point into (kept alive with it).
 class Layer {
@@ -40,8 +51,9 @@ class Layer {
 
   const MultiHeadAttention& layer() const { return *layer_; }
 
-  // out = the layer applied to hidden; the GIL is released while heed runs.
-  void forward_into(nb::handle hidden, nb::handle mask, nb::handle out) const {
+  // out = the layer applied to hidden, on `stream` (a cudaStream_t as an integer, 0 = the
+  // default stream; ignored on the CPU); the GIL is released while heed runs.
+  void forward_into(nb::handle hidden, nb::handle mask, nb::handle out, std::uintptr_t stream) const {
     const ImportedArray x = import_array(hidden, {kOp, "hidden", false, false});
     const ImportedArray y = import_array(out, {kOp, "out", true, false});
     std::optional<ImportedArray> m;
@@ -51,8 +63,10 @@ class Layer {
       mask_view = m->view;
     }
     TensorView out_view = y.view;
+    g_last_layer_call = {address(x.view.data), mask_view ? address(mask_view->data) : 0, address(out_view.data), stream,
+                         x.view.device.to_string()};
     nb::gil_scoped_release release;
-    layer_->forward(x.view, mask_view, out_view);
+    layer_->forward(x.view, mask_view, out_view, nullptr, 0, Stream{reinterpret_cast<void*>(stream)});
   }
 
  private:
@@ -92,10 +106,23 @@ void bind_layer(nb::module_& m) {
            "v_weight"_a, "out_weight"_a, "q_bias"_a.none(), "k_bias"_a.none(), "v_bias"_a.none(),
            "out_bias"_a.none())
       .def_prop_ro("scale", [](const Layer& l) { return l.layer().scale(); })
+      .def_prop_ro("device", [](const Layer& l) { return l.layer().device().to_string(); })
+      .def_prop_ro("dtype", [](const Layer& l) { return std::string(to_string(l.layer().dtype())); })
       .def("plan", [](const Layer& l, std::int64_t batch, std::int64_t length, bool key_padding) {
              return l.layer().plan(batch, length, key_padding);
            }, "batch"_a, "length"_a, "key_padding"_a)
-      .def("forward_into", &Layer::forward_into, "hidden"_a, "key_padding_mask"_a.none(), "out"_a);
+      .def("forward_into", &Layer::forward_into, "hidden"_a, "key_padding_mask"_a.none(), "out"_a, "stream"_a);
+
+  m.def("last_layer_call", [] {
+    const LastLayerCall& c = g_last_layer_call;
+    nb::dict d;
+    d["hidden"] = c.hidden;
+    d["key_padding_mask"] = c.mask;
+    d["out"] = c.out;
+    d["stream"] = c.stream;
+    d["device"] = c.device;
+    return d;
+  }, "The data pointers, device and stream heed saw in this thread's last layer call (for tests)");
 }
 
 }  // namespace heed::python

@@ -77,7 +77,7 @@ const plan::CudaDeviceInfo& device_info(Device device, const char* op) {
   return infos[i];
 }
 
-void check_device_pointer(const void* data, Device device, const char* name) {
+void check_device_pointer(const void* data, Device device, const char* name, const char* op) {
   if (data == nullptr) return;
   cudaPointerAttributes attributes{};
   const cudaError_t status = cudaPointerGetAttributes(&attributes, data);
@@ -87,8 +87,7 @@ void check_device_pointer(const void* data, Device device, const char* name) {
                          attributes.device == device.index;
   if (!on_device) {
     throw Error(ErrorKind::InvalidArgument,
-                format("[heed::attention] {} data is not memory of {}", name,
-                       device.to_string()));
+                format("[{}] {} data is not memory of {}", op, name, device.to_string()));
   }
 }
 

@@ -18,7 +18,8 @@ const plan::CudaDeviceInfo& device_info(Device device, const char* op);
 void run_attention(const TensorView& q, const TensorView& k, const TensorView& v, TensorView& out, float scale,
                    const AttentionOptions& options, const plan::CudaRoute& route, void* stream);
 
-// Throws InvalidArgument when `data` is not memory of this CUDA device (e.g. host memory).
-void check_device_pointer(const void* data, Device device, const char* name);
+// Throws InvalidArgument "[op] <name> data is not memory of cuda:N" when `data` is not memory
+// of this CUDA device (e.g. host memory).
+void check_device_pointer(const void* data, Device device, const char* name, const char* op = "heed::attention");
 
 }  // namespace heed::cuda

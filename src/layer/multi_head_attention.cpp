@@ -1,4 +1,5 @@
-// The encoder attention layer: three stages on heed's thread pool.
+// The encoder attention layer: validation and planning for both devices, and the CPU's three
+// stages on heed's thread pool (the CUDA stages are in multi_head_attention_cuda.cpp).
 //   1. q, k, v = x·Wᵀ + b per (batch, block of positions, projection), BLAS single-threaded
 //      in each task, written as [B, L, H, D] rows (the heads' views are stride permutations).
 //   2. heed::attention over those views, the key padding mask broadcast as [B, 1, 1, L],
@@ -21,16 +22,13 @@
 #include "heed/attention.hpp"
 #include "heed/error.hpp"
 #include "heed/profile.hpp"
+#include "layer/layer_internal.hpp"
 #include "memory/cpu_allocator.hpp"
 #include "plan/cpu_tables.hpp"
 #include "plan/scratch_layout.hpp"
 
 namespace heed {
-namespace {
-
-constexpr const char* kOp = "heed::MultiHeadAttention";
-constexpr const char* kProjectKernel = "heed_cpu_mha_qkv_f32";
-constexpr const char* kOutputKernel = "heed_cpu_mha_out_f32";
+namespace layer {
 
 [[noreturn]] void invalid(const std::string& message) {
   throw Error(ErrorKind::InvalidArgument, std::string("[") + kOp + "] " + message);
@@ -40,15 +38,77 @@ constexpr const char* kOutputKernel = "heed_cpu_mha_out_f32";
   throw Error(ErrorKind::Unsupported, std::string("[") + kOp + "] " + message);
 }
 
-// float32 on the CPU: what every tensor of the layer must be.
-void check_float32_cpu(const TensorView& view, const char* name) {
-  if (view.device.type != DeviceType::CPU) {
-    unsupported(format("{} is on {}; the layer runs on the CPU in this build", name, view.device.to_string()));
+WeightOperand weight_operand(const TensorView& w) {
+  const std::int64_t rows = w.shape[0], cols = w.shape[1];
+  const std::int64_t row_stride = w.strides[0], col_stride = w.strides[1];
+  if ((col_stride == 1 || cols == 1) && (rows == 1 || row_stride >= cols)) {
+    return {w.data, rows == 1 ? cols : row_stride, true};
   }
-  if (view.dtype == DType::Float16 || view.dtype == DType::BFloat16) {
-    unsupported(format("{} has dtype {}; the layer runs in float32 only", name, to_string(view.dtype)));
+  if ((row_stride == 1 || rows == 1) && (cols == 1 || col_stride >= rows)) {
+    return {w.data, cols == 1 ? rows : col_stride, false};
   }
-  if (view.dtype != DType::Float32) invalid(format("{} has dtype {}; it must be float32", name, to_string(view.dtype)));
+  return {nullptr, 0, true};
+}
+
+TensorView heads_view(void* data, DType dtype, Device device, std::int64_t batch, std::int64_t length,
+                      std::int64_t heads, std::int64_t dim) {
+  return TensorView(data, dtype, Shape{batch, heads, length, dim}, {length * heads * dim, dim, heads * dim, 1},
+                    device);
+}
+
+TensorView key_mask_view(const TensorView* mask, Device device, std::int64_t batch, std::int64_t length) {
+  if (mask == nullptr) return TensorView(nullptr, DType::Bool, Shape{batch, 1, 1, length}, {length, 0, 0, 1}, device);
+  return TensorView(mask->data, DType::Bool, Shape{batch, 1, 1, length}, {mask->strides[0], 0, 0, mask->strides[1]},
+                    device);
+}
+
+AttentionOptions attention_options(const Layout& layout, const TensorView* mask, Device device, std::int64_t batch,
+                                   std::int64_t length, std::byte* workspace) {
+  AttentionOptions options;
+  if (mask != nullptr) options.mask = key_mask_view(mask, device, batch, length);
+  options.workspace = layout.attention.at<std::byte>(workspace);
+  options.workspace_bytes = layout.plan.attention.scratch_bytes;
+  return options;
+}
+
+}  // namespace layer
+
+namespace {
+
+using layer::invalid;
+using layer::kOp;
+using layer::unsupported;
+using layer::WeightOperand;
+using layer::weight_operand;
+
+constexpr const char* kProjectKernel = "heed_cpu_mha_qkv_f32";
+constexpr const char* kOutputKernel = "heed_cpu_mha_out_f32";
+
+// The layer's device and dtype, q_weight's: float32 on the CPU; float32, float16 or bfloat16 on
+// CUDA (where heed is built with it).
+void check_layer_kind(const TensorView& q_weight) {
+  if (!is_floating(q_weight.dtype)) {
+    invalid(format("q_weight has dtype {}; the layer takes float32, float16 or bfloat16", to_string(q_weight.dtype)));
+  }
+  if (q_weight.device.type == DeviceType::CPU && q_weight.dtype != DType::Float32) {
+    unsupported(format("q_weight has dtype {}; the layer runs in float32 on the CPU (float16 and bfloat16 on CUDA)",
+                       to_string(q_weight.dtype)));
+  }
+}
+
+// A tensor of the layer: on the layer's device and of its dtype.
+void check_tensor(const TensorView& view, const char* name, Device device, DType dtype) {
+#if !HEED_HAS_CUDA
+  if (view.device.type == DeviceType::CUDA) {
+    unsupported(format("{} is on {}; this build of heed has no CUDA backend", name, view.device.to_string()));
+  }
+#endif
+  if (!(view.device == device)) {
+    invalid(format("{} is on {} but the layer's weights are on {}", name, view.device.to_string(), device.to_string()));
+  }
+  if (view.dtype != dtype) {
+    invalid(format("{} has dtype {} but the layer's weights have {}", name, to_string(view.dtype), to_string(dtype)));
+  }
   if (view.strides.size() != static_cast<std::size_t>(view.rank())) {
     invalid(format("{} has {} strides for shape {}", name, view.strides.size(), view.shape.to_string()));
   }
@@ -61,32 +121,12 @@ void check_blas_int(std::int64_t value, const char* name) {
   if (value > INT_MAX) invalid(format("{} ({}) exceeds BLAS's int ({})", name, value, INT_MAX));
 }
 
-// A weight [rows, cols] as a BLAS operand: row-major (ld = row stride) or, transposed in
-// memory, column-major (ld = column stride).
-struct WeightOperand {
-  const float* data = nullptr;
-  std::int64_t ld = 0;
-  bool row_major = true;
-};
-
-WeightOperand weight_operand(const TensorView& w) {
-  const std::int64_t rows = w.shape[0], cols = w.shape[1];
-  const std::int64_t row_stride = w.strides[0], col_stride = w.strides[1];
-  const auto* data = static_cast<const float*>(w.data);
-  if ((col_stride == 1 || cols == 1) && (rows == 1 || row_stride >= cols)) {
-    return {data, rows == 1 ? cols : row_stride, true};
-  }
-  if ((row_stride == 1 || rows == 1) && (cols == 1 || col_stride >= rows)) {
-    return {data, cols == 1 ? rows : col_stride, false};
-  }
-  return {nullptr, 0, true};
-}
-
-void check_weight(const TensorView& w, const char* name, std::int64_t rows, std::int64_t cols) {
+void check_weight(const TensorView& w, const char* name, std::int64_t rows, std::int64_t cols, Device device,
+                  DType dtype) {
   if (w.rank() != 2 || w.shape[0] != rows || w.shape[1] != cols) {
     invalid(format("{} shape {} must be [{}, {}]", name, w.shape.to_string(), rows, cols));
   }
-  check_float32_cpu(w, name);
+  check_tensor(w, name, device, dtype);
   const WeightOperand operand = weight_operand(w);
   if (operand.data == nullptr) {
     invalid(format("{} strides [{}, {}] need unit stride in one dimension and rows that do not overlap", name,
@@ -95,20 +135,20 @@ void check_weight(const TensorView& w, const char* name, std::int64_t rows, std:
   check_blas_int(operand.ld, "weight leading stride");
 }
 
-void check_bias(const std::optional<TensorView>& b, const char* name, std::int64_t size) {
+void check_bias(const std::optional<TensorView>& b, const char* name, std::int64_t size, Device device, DType dtype) {
   if (!b) return;
   if (b->rank() != 1 || b->shape[0] != size) {
     invalid(format("{} shape {} must be [{}]", name, b->shape.to_string(), size));
   }
-  check_float32_cpu(*b, name);
+  check_tensor(*b, name, device, dtype);
 }
 
-// Hidden states or the output: [B, L, hidden], rows of `hidden` contiguous floats.
-void check_rows(const TensorView& x, const char* name, std::int64_t hidden) {
+// Hidden states or the output: [B, L, hidden], rows of `hidden` contiguous elements.
+void check_rows(const TensorView& x, const char* name, std::int64_t hidden, Device device, DType dtype) {
   if (x.rank() != 3 || x.shape[2] != hidden) {
     invalid(format("{} shape {} must be [batch, length, {}]", name, x.shape.to_string(), hidden));
   }
-  check_float32_cpu(x, name);
+  check_tensor(x, name, device, dtype);
   if (x.shape[0] < 0 || x.shape[1] < 0) invalid(format("{} shape {} has a negative size", name, x.shape.to_string()));
   if (x.strides[2] != 1 && hidden > 1) {
     invalid(format("{} strides {} need a contiguous last dimension (stride 1)", name,
@@ -121,68 +161,91 @@ void check_rows(const TensorView& x, const char* name, std::int64_t hidden) {
   check_blas_int(x.strides[1], "position stride");
 }
 
-// The heads of projected rows [B, L, heads, D] as a [B, heads, L, D] view.
-TensorView heads_view(float* data, std::int64_t batch, std::int64_t length, std::int64_t heads, std::int64_t dim) {
-  return TensorView(data, DType::Float32, Shape{batch, heads, length, dim},
-                    {length * heads * dim, dim, heads * dim, 1});
+void check_mask(const TensorView* mask, std::int64_t batch, std::int64_t length, Device device) {
+  if (mask == nullptr) return;
+#if !HEED_HAS_CUDA
+  if (mask->device.type == DeviceType::CUDA) {
+    unsupported(format("key_padding_mask is on {}; this build of heed has no CUDA backend", mask->device.to_string()));
+  }
+#endif
+  if (mask->dtype != DType::Bool) {
+    invalid(format("key_padding_mask has dtype {}; it must be bool (true = a real token)", to_string(mask->dtype)));
+  }
+  if (mask->rank() != 2 || mask->shape[0] != batch || mask->shape[1] != length) {
+    invalid(format("key_padding_mask shape {} must be [{}, {}]", mask->shape.to_string(), batch, length));
+  }
+  if (mask->strides.size() != 2) invalid(format("key_padding_mask has {} strides", mask->strides.size()));
+  if (!(mask->device == device)) {
+    invalid(format("key_padding_mask is on {} but the layer's weights are on {}", mask->device.to_string(),
+                   device.to_string()));
+  }
+  if (mask->data == nullptr && mask->shape.numel(kOp) > 0) invalid("key_padding_mask data is null");
 }
 
-// Key padding [B, L] as the attention's boolean mask [B, 1, 1, L].
-TensorView key_mask_view(const TensorView* mask, std::int64_t batch, std::int64_t length) {
-  if (mask == nullptr) return TensorView(nullptr, DType::Bool, Shape{batch, 1, 1, length}, {length, 0, 0, 1});
-  return TensorView(mask->data, DType::Bool, Shape{batch, 1, 1, length}, {mask->strides[0], 0, 0, mask->strides[1]});
+std::size_t region_bytes(std::int64_t positions, std::int64_t width, DType dtype, const char* what) {
+  const std::int64_t count = checked_mul(positions, width, kOp, what);
+  return static_cast<std::size_t>(checked_mul(count, static_cast<std::int64_t>(size_of(dtype)), kOp, what));
 }
 
-std::size_t float_bytes(std::int64_t a, std::int64_t b, std::int64_t c, const char* what) {
-  const std::int64_t count = checked_mul(checked_mul(a, b, kOp, what), c, kOp, what);
-  return static_cast<std::size_t>(checked_mul(count, static_cast<std::int64_t>(sizeof(float)), kOp, what));
+// How the projections run: heed's pool and BLAS on the CPU, cuBLAS on CUDA. Sets workers,
+// block_rows and the reason.
+void plan_projections(MultiHeadAttentionPlan& p, std::int64_t batch, std::int64_t length, Device device,
+                      DType dtype) {
+  const std::int64_t positions = batch * length;
+  if (device.type == DeviceType::CUDA) {
+    p.workers = 1;
+    p.block_rows = positions;
+    p.reasons.push_back(format(
+        "projections: 4 cuBLAS GEMMs (q, k, v, out) of B x L = {} positions each, {} in and out, float32 "
+        "accumulation (no TF32), on the caller's stream; each output first holds its bias "
+        "(heed_cuda_mha_bias_{}), which the GEMM adds to (beta = 1), so the bias is added before the one rounding",
+        positions, to_string(dtype), short_name(dtype)));
+    return;
+  }
+  p.block_rows = std::clamp<std::int64_t>(length, 1, plan::cpu::kLayerProjectionRows);
+  const std::int64_t blocks = (length + p.block_rows - 1) / p.block_rows;
+  const std::int64_t tasks = batch * blocks * 3;
+  p.workers = static_cast<int>(std::clamp<std::int64_t>(tasks, 1, cpu_info().threads));
+  p.reasons.push_back(format("projections: {} (q, k, v) and {} (out) tasks of {} positions (plan::cpu::"
+                             "kLayerProjectionRows {}) on {} threads, BLAS single-threaded in each",
+                             tasks, batch * blocks, p.block_rows, plan::cpu::kLayerProjectionRows, p.workers));
 }
 
-// The workspace regions of one call, laid out as the plan states them.
-struct Layout {
-  MultiHeadAttentionPlan plan;
-  plan::Region q, k, v, heads_out, attention;
-};
-
-Layout lay_out(const MultiHeadAttentionConfig& c, std::int64_t batch, std::int64_t length,
-               const TensorView* mask, bool key_padding) {
+layer::Layout lay_out(const MultiHeadAttentionConfig& c, Device device, DType dtype, std::int64_t batch,
+                      std::int64_t length, const TensorView* mask, bool key_padding) {
   if (batch < 0 || length < 0) invalid(format("batch ({}) and length ({}) must be >= 0", batch, length));
-  Layout out;
+  layer::Layout out;
   MultiHeadAttentionPlan& p = out.plan;
   const std::int64_t q_width = c.q_heads * c.head_dim, kv_width = c.kv_heads * c.head_dim;
   const std::int64_t positions = checked_mul(batch, length, kOp, "batch x length");
   check_blas_int(positions, "batch x length");
 
   AttentionOptions options;
-  if (key_padding) options.mask = key_mask_view(mask, batch, length);
-  p.attention = plan_attention(heads_view(nullptr, batch, length, c.q_heads, c.head_dim),
-                               heads_view(nullptr, batch, length, c.kv_heads, c.head_dim),
-                               heads_view(nullptr, batch, length, c.kv_heads, c.head_dim), options);
+  if (key_padding) options.mask = layer::key_mask_view(mask, device, batch, length);
+  const auto heads = [&](std::int64_t count) {
+    return layer::heads_view(nullptr, dtype, device, batch, length, count, c.head_dim);
+  };
+  p.attention = plan_attention(heads(c.q_heads), heads(c.kv_heads), heads(c.kv_heads), options);
 
-  p.block_rows = std::clamp<std::int64_t>(length, 1, plan::cpu::kLayerProjectionRows);
-  const std::int64_t blocks = (length + p.block_rows - 1) / p.block_rows;
-  const std::int64_t tasks = batch * blocks * 3;
-  p.workers = static_cast<int>(std::clamp<std::int64_t>(tasks, 1, cpu_info().threads));
+  p.reasons.push_back(format("layer: hidden {}, {} query heads, {} key/value heads, head_dim {}; B {}, L {}{}; {} on {}",
+                             c.hidden, c.q_heads, c.kv_heads, c.head_dim, batch, length,
+                             key_padding ? ", key padding mask [B, L] as [B, 1, 1, L]" : ", no mask",
+                             to_string(dtype), device.to_string()));
+  plan_projections(p, batch, length, device, dtype);
 
   plan::ScratchLayout layout;
-  out.q = layout.add("q", float_bytes(positions, q_width, 1, "q"));
-  out.k = layout.add("k", float_bytes(positions, kv_width, 1, "k"));
-  out.v = layout.add("v", float_bytes(positions, kv_width, 1, "v"));
-  out.heads_out = layout.add("heads_out", float_bytes(positions, q_width, 1, "heads_out"));
+  out.q = layout.add("q", region_bytes(positions, q_width, dtype, "q"));
+  out.k = layout.add("k", region_bytes(positions, kv_width, dtype, "k"));
+  out.v = layout.add("v", region_bytes(positions, kv_width, dtype, "v"));
+  out.heads_out = layout.add("heads_out", region_bytes(positions, q_width, dtype, "heads_out"));
   out.attention = layout.add("attention", p.attention.scratch_bytes);
   p.workspace_bytes = positions == 0 ? 0 : layout.total_bytes();
   p.buffers = positions == 0 ? std::vector<ScratchBuffer>{} : layout.buffers();
-
-  p.reasons.push_back(format("layer: hidden {}, {} query heads, {} key/value heads, head_dim {}; B {}, L {}{}", c.hidden,
-                             c.q_heads, c.kv_heads, c.head_dim, batch, length,
-                             key_padding ? ", key padding mask [B, L] as [B, 1, 1, L]" : ", no mask"));
-  p.reasons.push_back(format("projections: {} (q, k, v) and {} (out) tasks of {} positions (plan::cpu::"
-                             "kLayerProjectionRows {}) on {} threads, BLAS single-threaded in each",
-                             tasks, batch * blocks, p.block_rows, plan::cpu::kLayerProjectionRows, p.workers));
-  p.reasons.push_back(format("workspace: {} bytes = q {} + k {} + v {} + heads_out {} + attention scratch {} "
+  p.reasons.push_back(format("workspace: {} bytes{} = q {} + k {} + v {} + heads_out {} + attention scratch {} "
                              "(64-byte aligned regions)",
-                             p.workspace_bytes, out.q.slice_bytes, out.k.slice_bytes, out.v.slice_bytes,
-                             out.heads_out.slice_bytes, p.attention.scratch_bytes));
+                             p.workspace_bytes, device.type == DeviceType::CUDA ? " of device memory" : "",
+                             out.q.slice_bytes, out.k.slice_bytes, out.v.slice_bytes, out.heads_out.slice_bytes,
+                             p.attention.scratch_bytes));
   return out;
 }
 
@@ -206,8 +269,8 @@ void multiply_by_weight(const float* a, std::int64_t lda, std::int64_t rows, con
   const std::int64_t n = w.shape[0], k = w.shape[1];
   const WeightOperand operand = weight_operand(w);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, operand.row_major ? CblasTrans : CblasNoTrans, cpu::blas_int(rows),
-              cpu::blas_int(n), cpu::blas_int(k), 1.0f, a, cpu::blas_int(lda), operand.data, cpu::blas_int(operand.ld),
-              1.0f, c, cpu::blas_int(ldc));
+              cpu::blas_int(n), cpu::blas_int(k), 1.0f, a, cpu::blas_int(lda), static_cast<const float*>(operand.data),
+              cpu::blas_int(operand.ld), 1.0f, c, cpu::blas_int(ldc));
 }
 
 }  // namespace
@@ -234,45 +297,39 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionConfig& config, c
   check_blas_int(q_width, "q_heads x head_dim");
   scale_ = c.scale.value_or(static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim))));
   if (!std::isfinite(scale_)) invalid(format("scale must be finite, got {}", scale_));
-  check_weight(weights.q_weight, "q_weight", q_width, c.hidden);
-  check_weight(weights.k_weight, "k_weight", kv_width, c.hidden);
-  check_weight(weights.v_weight, "v_weight", kv_width, c.hidden);
-  check_weight(weights.out_weight, "out_weight", c.hidden, q_width);
-  check_bias(weights.q_bias, "q_bias", q_width);
-  check_bias(weights.k_bias, "k_bias", kv_width);
-  check_bias(weights.v_bias, "v_bias", kv_width);
-  check_bias(weights.out_bias, "out_bias", c.hidden);
+  const Device on = device();
+  const DType type = dtype();
+  check_weight(weights.q_weight, "q_weight", q_width, c.hidden, on, type);
+  check_layer_kind(weights.q_weight);
+  check_weight(weights.k_weight, "k_weight", kv_width, c.hidden, on, type);
+  check_weight(weights.v_weight, "v_weight", kv_width, c.hidden, on, type);
+  check_weight(weights.out_weight, "out_weight", c.hidden, q_width, on, type);
+  check_bias(weights.q_bias, "q_bias", q_width, on, type);
+  check_bias(weights.k_bias, "k_bias", kv_width, on, type);
+  check_bias(weights.v_bias, "v_bias", kv_width, on, type);
+  check_bias(weights.out_bias, "out_bias", c.hidden, on, type);
+#if HEED_HAS_CUDA
+  if (on.type == DeviceType::CUDA) layer::check_cuda_weights(weights);
+#endif
 }
 
 MultiHeadAttentionPlan MultiHeadAttention::plan(std::int64_t batch, std::int64_t length, bool key_padding) const {
-  return lay_out(config_, batch, length, nullptr, key_padding).plan;
+  return lay_out(config_, device(), dtype(), batch, length, nullptr, key_padding).plan;
 }
 
 void MultiHeadAttention::forward(const TensorView& hidden, const std::optional<TensorView>& key_padding_mask,
-                                 TensorView& out, void* workspace, std::size_t workspace_bytes) const {
+                                 TensorView& out, void* workspace, std::size_t workspace_bytes, Stream stream) const {
   const MultiHeadAttentionConfig& c = config_;
-  check_rows(hidden, "hidden", c.hidden);
-  check_rows(out, "out", c.hidden);
+  check_rows(hidden, "hidden", c.hidden, device(), dtype());
+  check_rows(out, "out", c.hidden, device(), dtype());
   if (out.shape[0] > 1 && out.strides[0] == 0) invalid("out has batch stride 0: its rows would overlap");
   const std::int64_t batch = hidden.shape[0], length = hidden.shape[1];
   if (!(out.shape == hidden.shape)) {
     invalid(format("out shape {} must equal hidden's {}", out.shape.to_string(), hidden.shape.to_string()));
   }
   const TensorView* mask = key_padding_mask ? &*key_padding_mask : nullptr;
-  if (mask != nullptr) {
-    if (mask->dtype != DType::Bool) {
-      invalid(format("key_padding_mask has dtype {}; it must be bool (true = a real token)", to_string(mask->dtype)));
-    }
-    if (mask->rank() != 2 || mask->shape[0] != batch || mask->shape[1] != length) {
-      invalid(format("key_padding_mask shape {} must be [{}, {}]", mask->shape.to_string(), batch, length));
-    }
-    if (mask->strides.size() != 2) invalid(format("key_padding_mask has {} strides", mask->strides.size()));
-    if (mask->device.type != DeviceType::CPU) {
-      unsupported(format("key_padding_mask is on {}; the layer runs on the CPU in this build", mask->device.to_string()));
-    }
-    if (mask->data == nullptr && mask->shape.numel(kOp) > 0) invalid("key_padding_mask data is null");
-  }
-  const Layout l = lay_out(c, batch, length, mask, mask != nullptr);
+  check_mask(mask, batch, length, device());
+  const layer::Layout l = lay_out(c, device(), dtype(), batch, length, mask, mask != nullptr);
   if (workspace != nullptr) {
     if (workspace_bytes < l.plan.workspace_bytes) {
       invalid(format("workspace of {} bytes is smaller than the plan's workspace_bytes {}", workspace_bytes,
@@ -283,6 +340,14 @@ void MultiHeadAttention::forward(const TensorView& hidden, const std::optional<T
     }
   }
   if (batch == 0 || length == 0) return;
+#if HEED_HAS_CUDA
+  if (device().type == DeviceType::CUDA) {
+    layer::check_cuda_call(hidden, mask, out, workspace);
+    return layer::forward_cuda(c, weights_, scale_, l, hidden, mask, out, workspace, stream);
+  }
+#else
+  (void)stream;
+#endif
 
   const memory::Scratch scratch(l.plan.workspace_bytes, workspace, kOp);
   std::byte* base = scratch.data();
@@ -294,7 +359,7 @@ void MultiHeadAttention::forward(const TensorView& hidden, const std::optional<T
   const std::int64_t rows = l.plan.block_rows;
   const std::int64_t blocks = (length + rows - 1) / rows;
   const auto* x = static_cast<const float*>(hidden.data);
-  const std::int64_t x_ld = length > 1 ? hidden.strides[1] : c.hidden;
+  const std::int64_t x_ld = layer::row_stride(hidden);
   cpu::use_single_threaded_blas();
 
   {
@@ -311,16 +376,15 @@ void MultiHeadAttention::forward(const TensorView& hidden, const std::optional<T
     });
   }
 
-  AttentionOptions options;
-  if (mask != nullptr) options.mask = key_mask_view(mask, batch, length);
-  options.workspace = l.attention.at<std::byte>(base);
-  options.workspace_bytes = l.plan.attention.scratch_bytes;
-  TensorView heads = heads_view(heads_out, batch, length, c.q_heads, c.head_dim);
-  attention(heads_view(q, batch, length, c.q_heads, c.head_dim), heads_view(k, batch, length, c.kv_heads, c.head_dim),
-            heads_view(v, batch, length, c.kv_heads, c.head_dim), heads, scale_, options);
+  const AttentionOptions options = layer::attention_options(l, mask, device(), batch, length, base);
+  const auto heads = [&](float* data, std::int64_t count) {
+    return layer::heads_view(data, DType::Float32, device(), batch, length, count, c.head_dim);
+  };
+  TensorView heads_out_view = heads(heads_out, c.q_heads);
+  attention(heads(q, c.q_heads), heads(k, c.kv_heads), heads(v, c.kv_heads), heads_out_view, scale_, options);
 
   auto* y = static_cast<float*>(out.data);
-  const std::int64_t y_ld = length > 1 ? out.strides[1] : c.hidden;
+  const std::int64_t y_ld = layer::row_stride(out);
   const profile::Dispatch dispatch(kOutputKernel, blocks, 1, batch);
   cpu::parallel_for(l.plan.workers, batch * blocks, [&](std::int64_t task, int) {
     const std::int64_t block = task % blocks, b = task / blocks;

@@ -25,9 +25,11 @@ def make_layer(rng, hidden, q_heads, kv_heads, head_dim, biases=True):
     return w
 
 
-def reference_layer(x, mask, w, q_heads, kv_heads, head_dim):
+def reference_layer(x, mask, w, q_heads, kv_heads, head_dim, stored=lambda values: values):
     """The layer in float64: projections, attention over the real keys, output projection,
-    padded positions zero."""
+    padded positions zero. Each stage's result (q, k, v, the heads' output) goes through
+    `stored`, the rounding to the layer's dtype in which the layer keeps it (none: float32's
+    rounding is below the tolerance)."""
     x = x.astype(np.float64)
     batch, length, hidden = x.shape
 
@@ -38,9 +40,10 @@ def reference_layer(x, mask, w, q_heads, kv_heads, head_dim):
     def heads(values, count):
         return values.reshape(batch, length, count, head_dim).transpose(0, 2, 1, 3)
 
-    q, k, v = heads(linear(x, "q"), q_heads), heads(linear(x, "k"), kv_heads), heads(linear(x, "v"), kv_heads)
+    q, k, v = (heads(stored(linear(x, name)), count)
+               for name, count in (("q", q_heads), ("k", kv_heads), ("v", kv_heads)))
     keys = None if mask is None else mask.astype(bool)[:, None, None, :]
-    a = reference_attention(q, k, v, 1.0 / np.sqrt(head_dim), mask=keys)
+    a = stored(reference_attention(q, k, v, 1.0 / np.sqrt(head_dim), mask=keys))
     y = linear(a.transpose(0, 2, 1, 3).reshape(batch, length, q_heads * head_dim), "out")
     return y if mask is None else np.where(mask.astype(bool)[:, :, None], y, 0.0)
 
@@ -106,7 +109,9 @@ def test_errors_name_the_layer_and_the_values():
         heed.MultiHeadAttention(q_heads=4, kv_heads=3, head_dim=8, **w)
     with pytest.raises(ValueError, match=r"q_weight has dtype float64"):
         heed.MultiHeadAttention(q_heads=4, kv_heads=2, **{**w, "q_weight": w["q_weight"].astype(np.float64)})
-    with pytest.raises(NotImplementedError, match=r"k_weight has dtype float16; the layer runs in float32 only"):
+    with pytest.raises(NotImplementedError, match=r"q_weight has dtype float16; the layer runs in float32 on the CPU"):
+        heed.MultiHeadAttention(q_heads=4, kv_heads=2, **{name: a.astype(np.float16) for name, a in w.items()})
+    with pytest.raises(ValueError, match=r"k_weight has dtype float16 but the layer's weights have float32"):
         heed.MultiHeadAttention(q_heads=4, kv_heads=2, **{**w, "k_weight": w["k_weight"].astype(np.float16)})
     layer = heed.MultiHeadAttention(q_heads=4, kv_heads=2, **w)
     x = rng.standard_normal((2, 5, 32)).astype(np.float32)
