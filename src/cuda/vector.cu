@@ -7,12 +7,15 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "core/format.hpp"
 #include "cuda/check.hpp"
 #include "cuda/common.cuh"
 #include "cuda/launch.hpp"
 #include "cuda/vector.hpp"
+#include "cuda/vector_common.cuh"
+#include "cuda/vector_mma.hpp"
 #include "heed/error.hpp"
 #include "plan/cuda_tables.hpp"
 
@@ -24,11 +27,6 @@ constexpr int kWarps = kThreads / 32;
 template <int C>
 constexpr int kKeysPerStep = plan::cuda::vector_keys_per_step(C);
 constexpr int kStages = plan::cuda::kVectorStages;
-
-struct RowInfo {
-  std::int64_t head, position, begin, end;
-  bool valid;
-};
 
 // Lanes with the same key group hold the same sums after the butterfly; adds the 32 / L key
 // groups of a warp (online-softmax states) into every lane.
@@ -54,38 +52,6 @@ __device__ __forceinline__ void merge_key_groups(float (&m)[R], float (&l)[R], f
       m[r] = m_new;
     }
   }
-}
-
-// Writes one finished row: out = acc / (sum + exp(sink)), all in the log2 frame of m; a row
-// with no visible key is zeros.
-template <typename T>
-__device__ __forceinline__ void write_row(const VectorArgs& a, std::int64_t b, std::int64_t h, std::int64_t i,
-                                          std::int64_t d, float m, float l, float acc) {
-  float value = 0.0f;
-  if (m != -INFINITY) {
-    float frame = m;
-    float sink_weight = 0.0f;
-    if (a.g.sinks.data != nullptr) {
-      const float sink = sink_logit(a.g.sinks, h) * kLog2e;
-      frame = fmaxf(m, sink);
-      sink_weight = exp2f(sink - frame);
-    }
-    const float scale = exp2f(m - frame);
-    value = acc * scale / (l * scale + sink_weight);
-  }
-  T* out = static_cast<T*>(a.out);
-  out[b * a.out_strides.s[0] + h * a.out_strides.s[1] + i * a.out_strides.s[2] + d * a.out_strides.s[3]] =
-      from_float<T>(value);
-}
-
-__device__ __forceinline__ void copy_async_16(uint4* shared, const void* global) {
-  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(global));
-}
-__device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int Pending>
-__device__ __forceinline__ void wait_async() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
 }
 
 // This thread's 16-byte slot of the shared ring [stage][key][chunk][k or v][thread]: each thread
@@ -216,12 +182,6 @@ __device__ __forceinline__ void compute_step(const VectorArgs& a, const RowInfo*
       }
     }
   }
-}
-
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
 }
 
 // Transposing butterfly over `Count` values (a compile-time recursion, so every index is a
@@ -360,6 +320,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
   __shared__ float warp_m[kWarps][R], warp_l[kWarps][R];
   auto warp_acc = reinterpret_cast<float(*)[R][kRowFloats]>(ring);  // [kWarps][R][kRowFloats], after the keys
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // the merge may launch now
+#endif
   const Geometry& g = a.g;
   const int L = a.lanes_per_key;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -370,19 +333,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
   const std::int64_t tile = blockIdx.x % a.row_tiles, part = blockIdx.x / a.row_tiles;
   const std::int64_t row0 = tile * R;
 
-  if (threadIdx.x < R) {
-    const std::int64_t row = row0 + threadIdx.x;
-    RowInfo info{};
-    info.valid = row < a.rows;
-    if (info.valid) {
-      info.head = kv_head * g.group + row / g.q_len;
-      info.position = row % g.q_len;
-      const KeyRange range = keys_for_row(g, info.position);
-      info.begin = range.begin;
-      info.end = range.end;
-    }
-    rows[threadIdx.x] = info;
-  }
+  if (threadIdx.x < R) rows[threadIdx.x] = row_info(a, kv_head, row0 + threadIdx.x);
   __syncthreads();
 
   // This block's keys: its partition, narrowed to what the tile's rows can see.
@@ -556,17 +507,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
         o += warp_acc[w][r][d] * weight;
       }
     }
-    if (a.partitions == 1) {
-      write_row<T>(a, b, info.head, info.position, d, m_all, l_all, o);
-    } else {
-      const std::int64_t row = row0 + r;
-      float* slot = a.partials + (((b * g.kv_heads + kv_head) * a.rows + row) * a.partitions + part) * (dv + 2);
-      if (d == 0) {
-        slot[0] = m_all;
-        slot[1] = l_all;
-      }
-      slot[2 + d] = o;
-    }
+    store_block_row<T>(a, b, kv_head, part, row0 + r, info, d, m_all, l_all, o);
   }
 }
 
@@ -582,6 +523,10 @@ __global__ void __launch_bounds__(kMergeThreads) vector_merge_kernel(const Vecto
   __shared__ float weights[kChunk];
   __shared__ float reduce[kMergeWarps];
   __shared__ float columns[kMergeWarps][kMergeColumns];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Launched programmatically dependent on pass 1: its partials are complete and visible after this.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
   const Geometry& g = a.g;
   const std::int64_t dv = g.value_dim, parts = a.partitions;
   const std::int64_t column_blocks = (dv + kMergeColumns - 1) / kMergeColumns;
@@ -677,21 +622,57 @@ void dispatch_chunks(const VectorArgs& a, int chunks, int row_tile, dim3 grid, c
   throw Error(ErrorKind::Internal, format("[heed::attention] no vector kernel for {} chunks per lane", chunks));
 }
 
+// Pass 2 after pass 1 on `stream`. Programmatically dependent where the plan says so (sm_90):
+// its blocks may be scheduled while pass 1 finishes and wait on the device (griddepcontrol.wait)
+// instead of behind a launch.
 template <typename T>
-void run_typed(const VectorArgs& a, const plan::CudaRoute& route, cudaStream_t stream) {
+void launch_merge(const VectorArgs& a, const plan::CudaRoute& route, dim3 grid, cudaStream_t stream) {
+  if (!route.vector.dependent_merge) {
+    vector_merge_kernel<T><<<grid, kMergeThreads, 0, stream>>>(a);
+    return;
+  }
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(kMergeThreads);
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  check(cudaLaunchKernelEx(&config, vector_merge_kernel<T>, a), "heed::attention", route.merge_kernel_name.c_str());
+}
+
+template <typename T>
+void run_typed(const VectorArgs& args, const plan::CudaRoute& route, cudaStream_t stream) {
   const plan::CudaVectorShape& s = route.vector;
+  VectorArgs a = args;
+  a.row_tile = s.row_tile;
+  a.k_steps = s.k_steps;
+  a.v_steps = s.v_steps;
+  a.ring_items = s.ring_items;
   const dim3 grid(static_cast<unsigned>(s.partitions * s.row_tiles), static_cast<unsigned>(a.g.kv_heads),
                   static_cast<unsigned>(a.g.batch));
   {
     LaunchRecord record(route.plan.kernel_name.c_str(), grid.x, grid.y, grid.z, stream);
-    dispatch_chunks<T>(a, s.chunks_per_lane, s.row_tile, grid, stream);
+    if (s.tensor_cores) {
+      if constexpr (std::is_same_v<T, __half>) {
+        launch_vector_mma_f16(a, s, grid, stream);
+      } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+        launch_vector_mma_bf16(a, s, grid, stream);
+      } else {
+        throw Error(ErrorKind::Internal, "[heed::attention] no tensor-core vector kernel for float32");
+      }
+    } else {
+      dispatch_chunks<T>(a, s.chunks_per_lane, s.row_tile, grid, stream);
+    }
     check_launch("heed::attention", route.plan.kernel_name.c_str());
   }
   if (s.partitions > 1) {
     const auto column_blocks = (a.g.value_dim + kMergeColumns - 1) / kMergeColumns;
     const dim3 merge_grid(static_cast<unsigned>(s.rows * column_blocks), grid.y, grid.z);
     LaunchRecord record(route.merge_kernel_name.c_str(), merge_grid.x, merge_grid.y, merge_grid.z, stream);
-    vector_merge_kernel<T><<<merge_grid, kMergeThreads, 0, stream>>>(a);
+    launch_merge<T>(a, route, merge_grid, stream);
     check_launch("heed::attention", route.merge_kernel_name.c_str());
   }
 }
