@@ -511,18 +511,21 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
   }
 }
 
-// Pass 2: grid [rows × ceil(Dv / 32), Hkv, B]; one block merges 32 output columns of one query
-// row over all partitions, its warps taking every kMergeWarps-th partition.
-constexpr int kMergeThreads = 512;
+// Pass 2: grid [rows × ceil(Dv / 128), Hkv, B]; one block merges 128 output columns of one
+// query row over all partitions. Warp w merges partitions w, w + 8, ... online (the loads of
+// four partitions in flight at once, none waiting on another), then the 8 warps' states are
+// merged through shared memory: one round trip to the partials for up to 32 partitions. 256
+// threads of 50 registers fit beside two tensor-core pass-1 blocks, so a programmatically
+// dependent merge block can be resident before pass 1 ends.
+constexpr int kMergeThreads = 256;
 constexpr int kMergeWarps = kMergeThreads / 32;
-constexpr int kMergeColumns = 32;
+constexpr int kMergeColumnsPerLane = 4;
+constexpr int kMergeColumns = 32 * kMergeColumnsPerLane;
 
 template <typename T>
 __global__ void __launch_bounds__(kMergeThreads) vector_merge_kernel(const VectorArgs a) {
-  constexpr int kChunk = 4096;
-  __shared__ float weights[kChunk];
-  __shared__ float reduce[kMergeWarps];
-  __shared__ float columns[kMergeWarps][kMergeColumns];
+  __shared__ float warp_m[kMergeWarps], warp_l[kMergeWarps];
+  __shared__ float warp_o[kMergeWarps][kMergeColumns];
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Launched programmatically dependent on pass 1: its partials are complete and visible after this.
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -535,49 +538,49 @@ __global__ void __launch_bounds__(kMergeThreads) vector_merge_kernel(const Vecto
   const float* slots = a.partials + ((b * g.kv_heads + kv_head) * a.rows + row) * parts * (dv + 2);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 
-  float local = -INFINITY;
-  for (std::int64_t p = threadIdx.x; p < parts; p += kMergeThreads) local = fmaxf(local, slots[p * (dv + 2)]);
-  for (int offset = 16; offset > 0; offset >>= 1) local = fmaxf(local, __shfl_xor_sync(0xffffffffu, local, offset));
-  if (lane == 0) reduce[warp] = local;
-  __syncthreads();
-  float m_all = -INFINITY;
-  for (int w = 0; w < kMergeWarps; ++w) m_all = fmaxf(m_all, reduce[w]);
-  __syncthreads();
-
-  float sum = 0.0f;
-  if (m_all != -INFINITY) {
-    for (std::int64_t p = threadIdx.x; p < parts; p += kMergeThreads) {
-      sum += slots[p * (dv + 2) + 1] * exp2f(slots[p * (dv + 2)] - m_all);
-    }
-  }
-  for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-  if (lane == 0) reduce[warp] = sum;
-  __syncthreads();
-  float l_all = 0.0f;
-  for (int w = 0; w < kMergeWarps; ++w) l_all += reduce[w];
-
-  const std::int64_t d = column0 + lane;
-  float o = 0.0f;
-  for (std::int64_t p0 = 0; p0 < parts; p0 += kChunk) {
-    const std::int64_t count = min(parts - p0, std::int64_t(kChunk));
-    __syncthreads();
-    for (std::int64_t p = threadIdx.x; p < count; p += kMergeThreads) {
-      weights[p] = m_all == -INFINITY ? 0.0f : exp2f(slots[(p0 + p) * (dv + 2)] - m_all);
-    }
-    __syncthreads();
-    if (d < dv) {
+  float m = -INFINITY, l = 0.0f, o[kMergeColumnsPerLane] = {};
 #pragma unroll 4
-      for (std::int64_t p = warp; p < count; p += kMergeWarps) o += slots[(p0 + p) * (dv + 2) + 2 + d] * weights[p];
+  for (std::int64_t p = warp; p < parts; p += kMergeWarps) {
+    const float* slot = slots + p * (dv + 2);
+    const float m_part = slot[0], l_part = slot[1];
+    float o_part[kMergeColumnsPerLane];
+#pragma unroll
+    for (int c = 0; c < kMergeColumnsPerLane; ++c) {
+      const std::int64_t d = column0 + lane + 32 * c;
+      o_part[c] = d < dv ? slot[2 + d] : 0.0f;
+    }
+    const float m_new = fmaxf(m, m_part);
+    const float keep = m_new == -INFINITY ? 0.0f : exp2f(m - m_new);
+    const float add = m_new == -INFINITY ? 0.0f : exp2f(m_part - m_new);
+    l = l * keep + l_part * add;
+#pragma unroll
+    for (int c = 0; c < kMergeColumnsPerLane; ++c) o[c] = o[c] * keep + o_part[c] * add;
+    m = m_new;
+  }
+  if (lane == 0) {
+    warp_m[warp] = m;
+    warp_l[warp] = l;
+  }
+#pragma unroll
+  for (int c = 0; c < kMergeColumnsPerLane; ++c) warp_o[warp][lane + 32 * c] = o[c];
+  __syncthreads();
+  if (threadIdx.x >= kMergeColumns) return;
+  const std::int64_t d = column0 + threadIdx.x;
+  if (d >= dv) return;
+  float m_all = -INFINITY;
+#pragma unroll
+  for (int w = 0; w < kMergeWarps; ++w) m_all = fmaxf(m_all, warp_m[w]);
+  float l_all = 0.0f, total = 0.0f;
+  if (m_all != -INFINITY) {
+#pragma unroll
+    for (int w = 0; w < kMergeWarps; ++w) {
+      const float weight = exp2f(warp_m[w] - m_all);
+      l_all += warp_l[w] * weight;
+      total += warp_o[w][threadIdx.x] * weight;
     }
   }
-  columns[warp][lane] = o;
-  __syncthreads();
-  if (warp == 0 && d < dv) {
-    float total = 0.0f;
-    for (int w = 0; w < kMergeWarps; ++w) total += columns[w][lane];
-    const std::int64_t head = kv_head * g.group + row / g.q_len, position = row % g.q_len;
-    write_row<T>(a, b, head, position, d, m_all, l_all, total);
-  }
+  const std::int64_t head = kv_head * g.group + row / g.q_len, position = row % g.q_len;
+  write_row<T>(a, b, head, position, d, m_all, l_all, total);
 }
 
 template <typename T, int C, int R>
