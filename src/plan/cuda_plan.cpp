@@ -1,6 +1,7 @@
 #include "plan/cuda_plan.hpp"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <optional>
 
@@ -386,6 +387,27 @@ CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device) {
   reasons.push_back(format("scratch: {} bytes in {} buffers; largest score intermediate {} bytes",
                            r.plan.scratch_bytes, r.plan.buffers.size(), r.plan.max_intermediate_bytes));
   return r;
+}
+
+const CudaRoute& plan_cuda_cached(const Problem& problem, const CudaDeviceInfo& device) {
+  struct Entry {
+    Problem problem;
+    int device = -1;
+    CudaRoute route;
+  };
+  constexpr std::size_t kEntries = 4;
+  thread_local std::array<Entry, kEntries> entries;
+  thread_local std::size_t next = 0;
+  for (const Entry& entry : entries) {
+    if (entry.device == device.index && entry.problem == problem) return entry.route;
+  }
+  Entry& entry = entries[next];
+  next = (next + 1) % kEntries;
+  entry.device = -1;  // a throwing plan leaves no stale entry
+  entry.route = plan_cuda(problem, device);
+  entry.problem = problem;
+  entry.device = device.index;
+  return entry.route;
 }
 
 }  // namespace heed::plan

@@ -71,4 +71,9 @@ struct CudaRoute {
 
 CudaRoute plan_cuda(const Problem& problem, const CudaDeviceInfo& device);
 
+// plan_cuda memoized per thread (the last few problems): what `attention` runs, so that a
+// repeated decode call skips the planning and its explanation (a few µs of string formatting
+// before the first launch). The reference stays valid until this thread's next call.
+const CudaRoute& plan_cuda_cached(const Problem& problem, const CudaDeviceInfo& device);
+
 }  // namespace heed::plan

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "heed/heed.hpp"
 #include "plan/cuda_plan.hpp"
 #include "plan/problem.hpp"
@@ -208,6 +210,29 @@ TEST(CudaPlan, IsPure) {
   const plan::CudaRoute a = plan_for(3, 12, 4, 2, 7000, 96, DType::Float16);
   const plan::CudaRoute b = plan_for(3, 12, 4, 2, 7000, 96, DType::Float16);
   EXPECT_EQ(a.plan, b.plan);
+}
+
+TEST(CudaPlan, TheCachedPlanIsThePlan) {
+  const auto problem = [](std::int64_t kv_len, std::optional<std::int64_t> cap = std::nullopt) {
+    AttentionOptions options;
+    options.max_score_bytes = cap;
+    const Shape q{1, 32, 1, 128}, k{1, 8, kv_len, 128};
+    return plan::validate_problem(q, k, k, DType::BFloat16, DType::BFloat16, DType::BFloat16, options);
+  };
+  // More problems than the cache holds, each asked twice, in and out of order.
+  for (int round = 0; round < 2; ++round) {
+    for (std::int64_t kv_len : {1000, 2000, 3000, 4000, 5000, 32768}) {
+      EXPECT_EQ(plan::plan_cuda_cached(problem(kv_len), h200()).plan, plan::plan_cuda(problem(kv_len), h200()).plan);
+    }
+  }
+  const std::int64_t short_keys = plan::plan_cuda_cached(problem(1000), h200()).vector.keys_per_partition;
+  const std::int64_t long_keys = plan::plan_cuda_cached(problem(32768), h200()).vector.keys_per_partition;
+  EXPECT_EQ(short_keys, 31);
+  EXPECT_EQ(long_keys, 993);
+  // A problem whose planning throws leaves nothing behind; the next call throws again.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    EXPECT_THROW((void)plan::plan_cuda_cached(problem(100000, 16), h200()), Error);
+  }
 }
 
 TEST(CudaPlan, WithoutADeviceEveryEntryPointIsUnsupported) {
