@@ -187,10 +187,11 @@ std::int64_t mma_partitions(std::int64_t groups, std::int64_t span, std::int64_t
   };
   // No partition above 2^30 keys: the kernel counts a block's keys in 32 bits.
   const std::int64_t fewest = std::max<std::int64_t>(1, ceil_div(span, std::int64_t{1} << 30));
+  const std::int64_t most = std::max(fewest, span / kVectorMmaMinKeysPerPartition);
   std::int64_t best = fewest;
   for (std::int64_t waves = 1; waves <= kVectorMaxWaves; ++waves) {
-    const std::int64_t parts = std::clamp<std::int64_t>(waves * slots / std::max<std::int64_t>(groups, 1), fewest,
-                                                        std::max<std::int64_t>(span, fewest));
+    const std::int64_t parts =
+        std::clamp<std::int64_t>(waves * slots / std::max<std::int64_t>(groups, 1), fewest, most);
     if (cost(parts) < cost(best)) best = parts;
   }
   return best;

@@ -83,6 +83,9 @@ inline constexpr std::int64_t kVectorMmaStaticSharedBytes = 2048;
 // over 264 slots: 2 waves without a merge). Candidates: 1 and the P that fill 1-8 waves.
 inline constexpr std::int64_t kVectorBlockOverheadBytes = 32 << 10;
 inline constexpr int kVectorMaxWaves = 8;
+// No partition shorter than one step of the block (4 warps × 16 keys): a shorter one idles warps
+// and only adds partials to merge.
+inline constexpr std::int64_t kVectorMmaMinKeysPerPartition = kVectorMmaWarps * kVectorMmaKeysPerTile;
 
 // Key partitions of the CUDA-core kernel: about kVectorBlocksPerSm blocks per SM (2 to 4
 // resident at 128 threads, so 2 to 4 waves, which keeps the last wave's idle share small), but

@@ -87,8 +87,8 @@ TEST(CudaPlan, WindowBoundsThePartitions) {
   const plan::CudaRoute r = plan_for(1, 32, 8, 1, 100000, 128, DType::BFloat16, options);
   EXPECT_EQ(r.vector.span_end - r.vector.span_begin, 1024);
   EXPECT_EQ(r.vector.span_end, 100000);
-  EXPECT_EQ(r.vector.partitions, 32);  // 1024 keys over 8 groups in one wave
-  EXPECT_EQ(r.vector.keys_per_partition, 32);
+  EXPECT_EQ(r.vector.partitions, 16);  // 1024 keys over 8 groups in one wave, >= 64 keys each
+  EXPECT_EQ(r.vector.keys_per_partition, 64);
   // The CUDA-core kernel (float32): at least 256 keys per partition.
   EXPECT_EQ(plan_for(1, 32, 8, 1, 100000, 128, DType::Float32, options).vector.partitions, 4);
 }
@@ -227,7 +227,7 @@ TEST(CudaPlan, TheCachedPlanIsThePlan) {
   }
   const std::int64_t short_keys = plan::plan_cuda_cached(problem(1000), h200()).vector.keys_per_partition;
   const std::int64_t long_keys = plan::plan_cuda_cached(problem(32768), h200()).vector.keys_per_partition;
-  EXPECT_EQ(short_keys, 31);
+  EXPECT_EQ(short_keys, 67);  // 15 partitions of at least 64 keys
   EXPECT_EQ(long_keys, 993);
   // A problem whose planning throws leaves nothing behind; the next call throws again.
   for (int attempt = 0; attempt < 2; ++attempt) {
