@@ -197,7 +197,8 @@ std::int64_t mma_partitions(std::int64_t groups, std::int64_t span, std::int64_t
   return best;
 }
 
-void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, const VectorFit& fit) {
+void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, const VectorFit& fit,
+                  const CudaVectorTuning& tuning) {
   auto& reasons = r.plan.reasons;
   CudaVectorShape& s = r.vector;
   s = fit.shape;
@@ -219,6 +220,13 @@ void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, 
       s.partitions = std::clamp<std::int64_t>(ceil_div(target, std::max<std::int64_t>(groups, 1)), 1,
                                               span / kVectorMinKeysPerPartition);
     }
+  }
+  if (tuning.partitions > 0) s.partitions = std::min(tuning.partitions, std::max<std::int64_t>(span, 1));
+  if (tuning.ring_items > 0 && s.tensor_cores) {
+    s.ring_items = std::clamp(tuning.ring_items, kVectorMmaMinRingItems, s.ring_items);
+    s.shared_bytes = std::max(s.ring_items * kVectorMmaWarps * vector_mma_item_bytes(s.head_class) +
+                                  vector_mma_q_bytes(s.head_class),
+                              vector_mma_epilogue_bytes(s.head_class));
   }
   s.keys_per_partition = std::max<std::int64_t>(ceil_div(span, s.partitions), 1);
   s.partitions = std::max<std::int64_t>(1, ceil_div(span, s.keys_per_partition));
@@ -251,6 +259,10 @@ void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, 
                              "SMs; {} keys visible{}, >= {} keys per partition)",
                              s.partitions, s.keys_per_partition, groups, kVectorBlocksPerSm, device.sm_count, span,
                              p.window ? " in the window" : "", kVectorMinKeysPerPartition));
+  }
+  if (tuning.partitions > 0 || tuning.ring_items > 0) {
+    reasons.push_back(format("tuned by the caller: {} partition(s) asked, {} ring item(s) asked", tuning.partitions,
+                             tuning.ring_items));
   }
   if (passes == 2) {
     reasons.push_back(format("two passes: partial max, sum and output per partition, merged exactly by {}{}",
@@ -311,7 +323,9 @@ void build_composed(CudaRoute& r, const Problem& p, const ComposedFit& fit) {
 
 }  // namespace
 
-CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device) {
+CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device) { return plan_cuda(p, device, {}); }
+
+CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device, const CudaVectorTuning& tuning) {
   CudaRoute r;
   r.plan.device = Device::cuda(device.index);
   r.plan.dtype = p.dtype;
@@ -365,7 +379,7 @@ CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device) {
   }
   if (use_vector) {
     r.plan.max_intermediate_bytes = vector->intermediate;
-    build_vector(r, p, device, *vector);
+    build_vector(r, p, device, *vector, tuning);
   } else {
     r.plan.max_intermediate_bytes = composed->intermediate;
     build_composed(r, p, *composed);

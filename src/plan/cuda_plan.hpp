@@ -71,6 +71,14 @@ struct CudaRoute {
 
 CudaRoute plan_cuda(const Problem& problem, const CudaDeviceInfo& device);
 
+// The benchmark's and tests' overrides of the vector route's choices (0: the planner's own),
+// so that variants are laid out (scratch included) by the same code as the plan.
+struct CudaVectorTuning {
+  std::int64_t partitions = 0;  // key partitions (at most one per visible key)
+  int ring_items = 0;           // tensor-core kernel: ring items per warp, 2 up to the planned count
+};
+CudaRoute plan_cuda(const Problem& problem, const CudaDeviceInfo& device, const CudaVectorTuning& tuning);
+
 // plan_cuda memoized per thread (the last few problems): what `attention` runs, so that a
 // repeated decode call skips the planning and its explanation (a few µs of string formatting
 // before the first launch). The reference stays valid until this thread's next call.

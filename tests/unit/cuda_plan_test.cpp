@@ -212,6 +212,24 @@ TEST(CudaPlan, IsPure) {
   EXPECT_EQ(a.plan, b.plan);
 }
 
+TEST(CudaPlan, TuningOverridesPartitionsAndRing) {
+  const Shape q{1, 32, 1, 128}, k{1, 8, 32768, 128};
+  const plan::Problem p = plan::validate_problem(q, k, k, DType::BFloat16, DType::BFloat16, DType::BFloat16, {});
+  const plan::CudaRoute planned = plan::plan_cuda(p, h200());
+  const plan::CudaRoute tuned = plan::plan_cuda(p, h200(), {66, 3});
+  EXPECT_EQ(tuned.vector.partitions, 66);
+  EXPECT_EQ(tuned.vector.keys_per_partition, 497);
+  EXPECT_EQ(tuned.plan.scratch_bytes, 8u * 4 * 66 * 130 * 4);  // laid out for the tuned count
+  EXPECT_EQ(tuned.vector.ring_items, 3);
+  EXPECT_EQ(tuned.vector.shared_bytes, 3 * 4 * 4096 + 2 * 4 * 512);
+  EXPECT_LT(tuned.vector.shared_bytes, planned.vector.shared_bytes);
+  // One partition: no merge, no scratch; a ring beyond the planned one is not granted.
+  const plan::CudaRoute single = plan::plan_cuda(p, h200(), {1, 100});
+  EXPECT_EQ(std::get<route::Vector>(single.plan.kernel).passes, 1);
+  EXPECT_EQ(single.plan.scratch_bytes, 0u);
+  EXPECT_EQ(single.vector.ring_items, planned.vector.ring_items);
+}
+
 TEST(CudaPlan, TheCachedPlanIsThePlan) {
   const auto problem = [](std::int64_t kv_len, std::optional<std::int64_t> cap = std::nullopt) {
     AttentionOptions options;
