@@ -513,14 +513,15 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
 
 // Pass 2: grid [rows × ceil(Dv / 128), Hkv, B]; one block merges 128 output columns of one
 // query row over all partitions. Warp w merges partitions w, w + 8, ... online (the loads of
-// four partitions in flight at once, none waiting on another), then the 8 warps' states are
-// merged through shared memory: one round trip to the partials for up to 32 partitions. 256
+// eight partitions in flight at once, none waiting on another), then the 8 warps' states are
+// merged through shared memory: one round trip to the partials for up to 64 partitions. 256
 // threads of 50 registers fit beside two tensor-core pass-1 blocks, so a programmatically
 // dependent merge block can be resident before pass 1 ends.
 constexpr int kMergeThreads = 256;
 constexpr int kMergeWarps = kMergeThreads / 32;
 constexpr int kMergeColumnsPerLane = 4;
 constexpr int kMergeColumns = 32 * kMergeColumnsPerLane;
+constexpr int kMergeBatch = 8;
 
 template <typename T>
 __global__ void __launch_bounds__(kMergeThreads) vector_merge_kernel(const VectorArgs a) {
@@ -538,24 +539,32 @@ __global__ void __launch_bounds__(kMergeThreads) vector_merge_kernel(const Vecto
   const float* slots = a.partials + ((b * g.kv_heads + kv_head) * a.rows + row) * parts * (dv + 2);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 
+  // Batches of kMergeBatch partitions: every load of a batch is issued before any is used.
   float m = -INFINITY, l = 0.0f, o[kMergeColumnsPerLane] = {};
-#pragma unroll 4
-  for (std::int64_t p = warp; p < parts; p += kMergeWarps) {
-    const float* slot = slots + p * (dv + 2);
-    const float m_part = slot[0], l_part = slot[1];
-    float o_part[kMergeColumnsPerLane];
+  for (std::int64_t p0 = warp; p0 < parts; p0 += std::int64_t{kMergeWarps} * kMergeBatch) {
+    float m_part[kMergeBatch], l_part[kMergeBatch], o_part[kMergeBatch][kMergeColumnsPerLane];
 #pragma unroll
-    for (int c = 0; c < kMergeColumnsPerLane; ++c) {
-      const std::int64_t d = column0 + lane + 32 * c;
-      o_part[c] = d < dv ? slot[2 + d] : 0.0f;
+    for (int i = 0; i < kMergeBatch; ++i) {
+      const std::int64_t p = p0 + std::int64_t{i} * kMergeWarps;
+      const float* slot = slots + min(p, parts - 1) * (dv + 2);
+      m_part[i] = p < parts ? slot[0] : -INFINITY;
+      l_part[i] = slot[1];
+#pragma unroll
+      for (int c = 0; c < kMergeColumnsPerLane; ++c) {
+        const std::int64_t d = column0 + lane + 32 * c;
+        o_part[i][c] = d < dv ? slot[2 + d] : 0.0f;
+      }
     }
-    const float m_new = fmaxf(m, m_part);
-    const float keep = m_new == -INFINITY ? 0.0f : exp2f(m - m_new);
-    const float add = m_new == -INFINITY ? 0.0f : exp2f(m_part - m_new);
-    l = l * keep + l_part * add;
 #pragma unroll
-    for (int c = 0; c < kMergeColumnsPerLane; ++c) o[c] = o[c] * keep + o_part[c] * add;
-    m = m_new;
+    for (int i = 0; i < kMergeBatch; ++i) {
+      const float m_new = fmaxf(m, m_part[i]);
+      const float keep = m_new == -INFINITY ? 0.0f : exp2f(m - m_new);
+      const float add = m_new == -INFINITY ? 0.0f : exp2f(m_part[i] - m_new);
+      l = l * keep + l_part[i] * add;
+#pragma unroll
+      for (int c = 0; c < kMergeColumnsPerLane; ++c) o[c] = o[c] * keep + o_part[i][c] * add;
+      m = m_new;
+    }
   }
   if (lane == 0) {
     warp_m[warp] = m;
