@@ -515,8 +515,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
 // query row over all partitions. Warp w merges partitions w, w + 8, ... online (the loads of
 // eight partitions in flight at once, none waiting on another), then the 8 warps' states are
 // merged through shared memory: one round trip to the partials for up to 64 partitions. 256
-// threads of 50 registers fit beside two tensor-core pass-1 blocks, so a programmatically
-// dependent merge block can be resident before pass 1 ends.
+// threads of 80 registers fit beside two class-128 tensor-core pass-1 blocks (2 × 128 × 160),
+// so there a programmatically dependent merge block is resident before pass 1 ends.
 constexpr int kMergeThreads = 256;
 constexpr int kMergeWarps = kMergeThreads / 32;
 constexpr int kMergeColumnsPerLane = 4;
