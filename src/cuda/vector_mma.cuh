@@ -93,7 +93,9 @@ __device__ __forceinline__ unsigned low_halves(unsigned x, unsigned y) { return 
 __device__ __forceinline__ unsigned high_halves(unsigned x, unsigned y) { return __byte_perm(x, y, 0x7632); }
 
 // Word u (a compile-time constant once unrolled) of a 16-byte chunk.
-__device__ __forceinline__ unsigned word(const uint4& v, int u) { return u == 0 ? v.x : u == 1 ? v.y : u == 2 ? v.z : v.w; }
+__device__ __forceinline__ unsigned word(const uint4& v, int u) {
+  return u == 0 ? v.x : u == 1 ? v.y : u == 2 ? v.z : v.w;
+}
 
 // cp.async.wait_group takes an immediate: all but the newest `pending` groups have landed.
 __device__ __forceinline__ void wait_pending(int pending) {
@@ -122,7 +124,6 @@ struct Copies {
   const void* v_elements;
   int keys;                // keys of the block
   unsigned ring;           // this warp's ring (shared address)
-  unsigned ring_items;
 };
 
 // The element path of issue_item (rows not 16-byte aligned or not contiguous): each chunk read
@@ -383,11 +384,10 @@ __global__ void __launch_bounds__(kThreads) vector_mma_kernel(const VectorArgs a
     st.v_elements = v_block;
     st.keys = keys;
     st.ring = ring_base + static_cast<unsigned>(warp * ring_items * kItemChunks) * kChunkBytes;
-    st.ring_items = static_cast<unsigned>(ring_items);
   }
   // This warp's tiles (16 keys each; tile t of the block goes to warp t % kWarps) as K and V items.
-  const int tiles = keys > warp * kTileKeys ? (keys - warp * kTileKeys + kWarps * kTileKeys - 1) / (kWarps * kTileKeys)
-                                            : 0;
+  constexpr int kBlockStep = kWarps * kTileKeys;
+  const int tiles = keys > warp * kTileKeys ? (keys - warp * kTileKeys + kBlockStep - 1) / kBlockStep : 0;
   const int items = 2 * tiles;
   int next_item = 0, next_slot = 0;
   const auto issue_next = [&] {

@@ -64,7 +64,9 @@ inline constexpr int kVectorMmaMinRingItems = 2;
 // per lane); after the key loop the ring is reused for the warps' partial outputs (float32,
 // warps × row tile × class), so a block holds the larger of the two.
 inline constexpr int kVectorMmaWarps = kVectorMmaThreads / 32;
-constexpr std::int64_t vector_mma_item_bytes(int head_class) { return std::int64_t{kVectorMmaKeysPerTile} * head_class * 2; }
+constexpr std::int64_t vector_mma_item_bytes(int head_class) {
+  return std::int64_t{kVectorMmaKeysPerTile} * head_class * 2;
+}
 constexpr std::int64_t vector_mma_q_bytes(int head_class) {
   return std::int64_t{vector_mma_max_row_tile(head_class) / 8} * (head_class / 32) * 32 * 16;
 }
