@@ -2,6 +2,13 @@
 // (device-to-device, bytes read + written), then times heed on each case with CUDA events
 // (median of the repetitions after a warm-up) and prints one JSON object per case:
 // milliseconds, bytes (q + k + v read once, out written once) and FLOPs of the visible pairs.
+// Decode cases are then timed again in variants of the planned vector route, one JSON object
+// each with "variant_of" (the A/B table of torch_cuda_compare.py; --no-variants skips them):
+// the plan itself, the CUDA-core kernel, twice and half the partitions, half the ring (timed
+// without heed::attention's checks, so "planned" against the case's own line is the cost of
+// those checks in a single call). The variants are planned
+// by the same planner (plan_cuda with a device description or tuning) and run through the
+// backend's own entry, so only the one choice differs.
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -13,7 +20,10 @@
 #include <string>
 #include <vector>
 
+#include "cuda/runtime.hpp"
 #include "heed/heed.hpp"
+#include "plan/cuda_plan.hpp"
+#include "plan/planner.hpp"
 
 namespace {
 
@@ -103,13 +113,66 @@ double visible_pairs(const Case& c) {
   return pairs * static_cast<double>(c.batch * c.q_heads);
 }
 
+struct Variant {
+  const char* name;
+  bool cuda_cores;         // plan as with HEED_CUDA_VECTOR=fma
+  double partitions;       // times the planned count (0: planned)
+  double ring;             // times the planned ring items (0: planned)
+};
+constexpr Variant kVariants[] = {
+    {"planned", false, 0, 0},  // the plan itself, through the same entry as the others
+    {"cuda_cores", true, 0, 0},
+    {"partitions_x2", false, 2.0, 0},
+    {"partitions_half", false, 0.5, 0},
+    {"ring_half", false, 0, 0.5},
+};
+
+// Times the decode case's variants of the planned route (single calls and back to back).
+void time_variants(const char* name, const heed::TensorView& q, const heed::TensorView& k, const heed::TensorView& v,
+                   heed::TensorView& out, float scale, const heed::AttentionOptions& options, double bytes, int reps) {
+  using namespace heed;
+  const plan::Problem problem = plan::validate_views(q, k, v, options);
+  const plan::CudaDeviceInfo& device = cuda::device_info(q.device, "heed_cuda_bench");
+  const plan::CudaRoute planned = plan::plan_cuda(problem, device);
+  if (!std::holds_alternative<route::Vector>(planned.plan.kernel)) return;
+  for (const Variant& variant : kVariants) {
+    plan::CudaDeviceInfo described = device;
+    described.vector_fma = variant.cuda_cores;
+    plan::CudaVectorTuning tuning;
+    if (variant.partitions > 0) {
+      tuning.partitions =
+          std::max<std::int64_t>(1, std::llround(static_cast<double>(planned.vector.partitions) * variant.partitions));
+    }
+    if (variant.ring > 0) {
+      if (!planned.vector.tensor_cores) continue;
+      tuning.ring_items = std::max(2, static_cast<int>(planned.vector.ring_items * variant.ring));
+      if (tuning.ring_items == planned.vector.ring_items) continue;
+    }
+    const plan::CudaRoute route = plan::plan_cuda(problem, described, tuning);
+    const auto call = [&] { cuda::run_attention(q, k, v, out, scale, options, route, nullptr); };
+    const double ms = median_ms(call, 3, reps);
+    constexpr int kBatch = 10;
+    const double batched_ms = median_ms([&] {
+      for (int i = 0; i < kBatch; ++i) call();
+    }, 1, std::max(reps / 3, 3)) / kBatch;
+    std::printf("{\"variant_of\": \"%s\", \"variant\": \"%s\", \"kernel\": \"%s\", \"partitions\": %lld, "
+                "\"ring_items\": %d, \"ms\": %.5f, \"tbytes\": %.4f, \"batched_ms\": %.5f, \"batched_tbytes\": %.4f}\n",
+                name, variant.name, route.plan.kernel_name.c_str(), static_cast<long long>(route.vector.partitions),
+                route.vector.ring_items, ms, bytes / (ms * 1e-3) / 1e12, batched_ms,
+                bytes / (batched_ms * 1e-3) / 1e12);
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace heed;
   int reps = 30;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::string(argv[i]) == "--reps") reps = std::atoi(argv[i + 1]);
+  bool variants = true;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--reps" && i + 1 < argc) reps = std::atoi(argv[i + 1]);
+    if (std::string(argv[i]) == "--no-variants") variants = false;
   }
   const double copy = copy_tbytes();
   std::printf("{\"copy_tbytes\": %.4f}\n", copy);
@@ -144,16 +207,20 @@ int main(int argc, char** argv) {
     }
     const double bytes = 2.0 * static_cast<double>(q_shape.numel() + 2 * k_shape.numel() + out_shape.numel());
     const double flops = visible_pairs(c) * 2.0 * static_cast<double>(2 * c.head_dim);
+    const auto* vector = std::get_if<route::Vector>(&plan.kernel);
     std::printf("{\"name\": \"%s\", \"batch\": %lld, \"q_heads\": %lld, \"kv_heads\": %lld, \"q_len\": %lld, "
                 "\"kv_len\": %lld, \"head_dim\": %lld, \"causal\": %s, \"decode\": %s, \"kernel\": \"%s\", "
-                "\"ms\": %.5f, \"bytes\": %.0f, \"flops\": %.0f, \"tbytes\": %.4f, \"tflops\": %.2f, "
-                "\"copy_tbytes\": %.4f, \"composed_ms\": %.5f, \"batched_ms\": %.5f, \"batched_tbytes\": %.4f}\n",
+                "\"partitions\": %lld, \"ms\": %.5f, \"bytes\": %.0f, \"flops\": %.0f, \"tbytes\": %.4f, "
+                "\"tflops\": %.2f, \"copy_tbytes\": %.4f, \"composed_ms\": %.5f, \"batched_ms\": %.5f, "
+                "\"batched_tbytes\": %.4f}\n",
                 c.name, static_cast<long long>(c.batch), static_cast<long long>(c.q_heads),
                 static_cast<long long>(c.kv_heads), static_cast<long long>(c.q_len), static_cast<long long>(c.kv_len),
                 static_cast<long long>(c.head_dim), c.causal ? "true" : "false", c.decode ? "true" : "false",
-                plan.kernel_name.c_str(), ms, bytes, flops, bytes / (ms * 1e-3) / 1e12, flops / (ms * 1e-3) / 1e12,
-                copy, composed_ms, batched_ms, bytes / (batched_ms * 1e-3) / 1e12);
+                plan.kernel_name.c_str(), static_cast<long long>(vector ? vector->blocks : 0), ms, bytes, flops,
+                bytes / (ms * 1e-3) / 1e12, flops / (ms * 1e-3) / 1e12, copy, composed_ms, batched_ms,
+                bytes / (batched_ms * 1e-3) / 1e12);
     std::fflush(stdout);
+    if (c.decode && variants) time_variants(c.name, qv, kv, vv, ov, scale, options, bytes, reps);
     ok(cudaFree(q), "free");
     ok(cudaFree(k), "free");
     ok(cudaFree(v), "free");

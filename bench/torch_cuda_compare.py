@@ -61,12 +61,17 @@ def main():
     args = sys.argv[1:]
     reps = int(args[args.index("--reps") + 1]) if "--reps" in args else 30
     out_json = args[args.index("--json") + 1] if "--json" in args else None
-    cases = []
+    cases, variants = [], []
     with open(args[0]) as lines:
         for line in lines:
             line = line.strip()
-            if line.startswith("{") and "name" in line:
-                cases.append(json.loads(line))
+            if not line.startswith("{"):
+                continue
+            record = json.loads(line)
+            if "variant_of" in record:
+                variants.append(record)
+            elif "name" in record:
+                cases.append(record)
     try:
         import torch
         have_torch = torch.cuda.is_available()
@@ -88,10 +93,10 @@ def main():
         rows.append(row)
     if out_json:
         with open(out_json, "w") as f:
-            json.dump({"torch": version, "cases": rows}, f, indent=1)
+            json.dump({"torch": version, "cases": rows, "variants": variants}, f, indent=1)
 
     print(f"\nheed vs PyTorch {version} SDPA (bfloat16; bytes = q + k + v + out; copy = measured D2D copy, read + write)")
-    header = (f"{'case':31} {'heed kernel':24} {'heed ms':>8} {'heed':>12} {'%copy':>5} {'torch ms':>8} {'torch':>12} "
+    header = (f"{'case':31} {'heed kernel':26} {'heed ms':>8} {'heed':>12} {'%copy':>5} {'torch ms':>8} {'torch':>12} "
               f"{'backend':>9} {'copy TB/s':>9} {'vs torch':>8} | {'b2b heed':>9} {'b2b torch':>9}")
     print(header)
     print("-" * len(header))
@@ -114,10 +119,29 @@ def main():
             b2b_torch = f"{r['flops'] / (tb * 1e-3) / 1e12:6.1f} TF/s" if tb else "n/a"
         torch_text = f"{torch_rate:7.2f} {unit:4}" if torch_rate else "n/a"
         torch_ms_text = f"{torch_ms:8.4f}" if torch_ms else "n/a"
-        print(f"{r['name']:31} {r['kernel']:24} {r['ms']:8.4f} {heed_rate:7.2f} {unit:4} {frac:>5} {torch_ms_text:>8} "
+        print(f"{r['name']:31} {r['kernel']:26} {r['ms']:8.4f} {heed_rate:7.2f} {unit:4} {frac:>5} {torch_ms_text:>8} "
               f"{torch_text:>12} {str(r.get('torch_best')):>9} {r['copy_tbytes']:9.2f} {ratio:>8} | {b2b_heed:>9} {b2b_torch:>9}")
     print("rates: one call between CUDA events (median); b2b: 10 calls back to back / 10 (host work overlapped);"
           " vs torch = torch ms / heed ms")
+    print_variants(variants)
+
+
+def print_variants(variants):
+    """The decode cases' variants of the planned vector route, against the plan (same entry, same run)."""
+    if not variants:
+        return
+    print("\nheed decode variants (same run, same entry point; vs planned = planned b2b ms / variant b2b ms)")
+    header = (f"{'case':27} {'variant':16} {'kernel':26} {'parts':>5} {'ring':>4} {'ms':>8} {'TB/s':>6} "
+              f"{'b2b TB/s':>8} {'vs planned':>10}")
+    print(header)
+    print("-" * len(header))
+    planned = {v["variant_of"]: v for v in variants if v["variant"] == "planned"}
+    for v in variants:
+        base = planned.get(v["variant_of"])
+        ratio = f"{base['batched_ms'] / v['batched_ms']:9.2f}x" if base else "n/a"
+        ring = str(v["ring_items"]) if v["ring_items"] else "-"
+        print(f"{v['variant_of']:27} {v['variant']:16} {v['kernel']:26} {v['partitions']:5d} {ring:>4} "
+              f"{v['ms']:8.4f} {v['tbytes']:6.2f} {v['batched_tbytes']:8.2f} {ratio:>10}")
 
 if __name__ == "__main__":
     main()

@@ -62,7 +62,7 @@ void check_call(const TensorView& q, const TensorView& v, const TensorView& out,
 #if HEED_HAS_CUDA
 void attention_cuda(const plan::Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
                     TensorView& out, float scale, const AttentionOptions& options, Stream stream) {
-  const plan::CudaRoute route = plan::plan_cuda(problem, cuda::device_info(q.device, kOp));
+  const plan::CudaRoute& route = plan::plan_cuda_cached(problem, cuda::device_info(q.device, kOp));
   check_call(q, v, out, scale, options, route.plan.scratch_bytes);
   if (problem.empty_output()) return;
   for (const auto& [view, name] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}}) {

@@ -1,6 +1,7 @@
 #include "cuda/runtime.hpp"
 
 #include <array>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 
@@ -71,7 +72,11 @@ const plan::CudaDeviceInfo& device_info(Device device, const char* op) {
     info.major = prop.major;
     info.minor = prop.minor;
     info.shared_per_block = prop.sharedMemPerBlockOptin;
+    info.shared_per_sm = prop.sharedMemPerMultiprocessor;
+    info.reserved_shared_per_block = prop.reservedSharedMemPerBlock;
     info.name = prop.name;
+    const char* vector = std::getenv("HEED_CUDA_VECTOR");
+    info.vector_fma = vector != nullptr && std::string(vector) == "fma";
     infos[i] = info;
   });
   return infos[i];

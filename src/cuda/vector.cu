@@ -7,12 +7,15 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "core/format.hpp"
 #include "cuda/check.hpp"
 #include "cuda/common.cuh"
 #include "cuda/launch.hpp"
 #include "cuda/vector.hpp"
+#include "cuda/vector_common.cuh"
+#include "cuda/vector_mma.hpp"
 #include "heed/error.hpp"
 #include "plan/cuda_tables.hpp"
 
@@ -24,11 +27,6 @@ constexpr int kWarps = kThreads / 32;
 template <int C>
 constexpr int kKeysPerStep = plan::cuda::vector_keys_per_step(C);
 constexpr int kStages = plan::cuda::kVectorStages;
-
-struct RowInfo {
-  std::int64_t head, position, begin, end;
-  bool valid;
-};
 
 // Lanes with the same key group hold the same sums after the butterfly; adds the 32 / L key
 // groups of a warp (online-softmax states) into every lane.
@@ -54,38 +52,6 @@ __device__ __forceinline__ void merge_key_groups(float (&m)[R], float (&l)[R], f
       m[r] = m_new;
     }
   }
-}
-
-// Writes one finished row: out = acc / (sum + exp(sink)), all in the log2 frame of m; a row
-// with no visible key is zeros.
-template <typename T>
-__device__ __forceinline__ void write_row(const VectorArgs& a, std::int64_t b, std::int64_t h, std::int64_t i,
-                                          std::int64_t d, float m, float l, float acc) {
-  float value = 0.0f;
-  if (m != -INFINITY) {
-    float frame = m;
-    float sink_weight = 0.0f;
-    if (a.g.sinks.data != nullptr) {
-      const float sink = sink_logit(a.g.sinks, h) * kLog2e;
-      frame = fmaxf(m, sink);
-      sink_weight = exp2f(sink - frame);
-    }
-    const float scale = exp2f(m - frame);
-    value = acc * scale / (l * scale + sink_weight);
-  }
-  T* out = static_cast<T*>(a.out);
-  out[b * a.out_strides.s[0] + h * a.out_strides.s[1] + i * a.out_strides.s[2] + d * a.out_strides.s[3]] =
-      from_float<T>(value);
-}
-
-__device__ __forceinline__ void copy_async_16(uint4* shared, const void* global) {
-  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(global));
-}
-__device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int Pending>
-__device__ __forceinline__ void wait_async() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
 }
 
 // This thread's 16-byte slot of the shared ring [stage][key][chunk][k or v][thread]: each thread
@@ -216,12 +182,6 @@ __device__ __forceinline__ void compute_step(const VectorArgs& a, const RowInfo*
       }
     }
   }
-}
-
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
 }
 
 // Transposing butterfly over `Count` values (a compile-time recursion, so every index is a
@@ -360,6 +320,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
   __shared__ float warp_m[kWarps][R], warp_l[kWarps][R];
   auto warp_acc = reinterpret_cast<float(*)[R][kRowFloats]>(ring);  // [kWarps][R][kRowFloats], after the keys
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // the merge may launch now
+#endif
   const Geometry& g = a.g;
   const int L = a.lanes_per_key;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -370,19 +333,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
   const std::int64_t tile = blockIdx.x % a.row_tiles, part = blockIdx.x / a.row_tiles;
   const std::int64_t row0 = tile * R;
 
-  if (threadIdx.x < R) {
-    const std::int64_t row = row0 + threadIdx.x;
-    RowInfo info{};
-    info.valid = row < a.rows;
-    if (info.valid) {
-      info.head = kv_head * g.group + row / g.q_len;
-      info.position = row % g.q_len;
-      const KeyRange range = keys_for_row(g, info.position);
-      info.begin = range.begin;
-      info.end = range.end;
-    }
-    rows[threadIdx.x] = info;
-  }
+  if (threadIdx.x < R) rows[threadIdx.x] = row_info(a, kv_head, row0 + threadIdx.x);
   __syncthreads();
 
   // This block's keys: its partition, narrowed to what the tile's rows can see.
@@ -556,32 +507,30 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
         o += warp_acc[w][r][d] * weight;
       }
     }
-    if (a.partitions == 1) {
-      write_row<T>(a, b, info.head, info.position, d, m_all, l_all, o);
-    } else {
-      const std::int64_t row = row0 + r;
-      float* slot = a.partials + (((b * g.kv_heads + kv_head) * a.rows + row) * a.partitions + part) * (dv + 2);
-      if (d == 0) {
-        slot[0] = m_all;
-        slot[1] = l_all;
-      }
-      slot[2 + d] = o;
-    }
+    store_block_row<T>(a, b, kv_head, part, row0 + r, info, d, m_all, l_all, o);
   }
 }
 
-// Pass 2: grid [rows × ceil(Dv / 32), Hkv, B]; one block merges 32 output columns of one query
-// row over all partitions, its warps taking every kMergeWarps-th partition.
-constexpr int kMergeThreads = 512;
+// Pass 2: grid [rows × ceil(Dv / 128), Hkv, B]; one block merges 128 output columns of one
+// query row over all partitions. Warp w merges partitions w, w + 8, ... online (the loads of
+// eight partitions in flight at once, none waiting on another), then the 8 warps' states are
+// merged through shared memory: one round trip to the partials for up to 64 partitions. 256
+// threads of 80 registers fit beside two class-128 tensor-core pass-1 blocks (2 × 128 × 160),
+// so there a programmatically dependent merge block is resident before pass 1 ends.
+constexpr int kMergeThreads = 256;
 constexpr int kMergeWarps = kMergeThreads / 32;
-constexpr int kMergeColumns = 32;
+constexpr int kMergeColumnsPerLane = 4;
+constexpr int kMergeColumns = 32 * kMergeColumnsPerLane;
+constexpr int kMergeBatch = 8;
 
 template <typename T>
 __global__ void __launch_bounds__(kMergeThreads) vector_merge_kernel(const VectorArgs a) {
-  constexpr int kChunk = 4096;
-  __shared__ float weights[kChunk];
-  __shared__ float reduce[kMergeWarps];
-  __shared__ float columns[kMergeWarps][kMergeColumns];
+  __shared__ float warp_m[kMergeWarps], warp_l[kMergeWarps];
+  __shared__ float warp_o[kMergeWarps][kMergeColumns];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Launched programmatically dependent on pass 1: its partials are complete and visible after this.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
   const Geometry& g = a.g;
   const std::int64_t dv = g.value_dim, parts = a.partitions;
   const std::int64_t column_blocks = (dv + kMergeColumns - 1) / kMergeColumns;
@@ -590,49 +539,57 @@ __global__ void __launch_bounds__(kMergeThreads) vector_merge_kernel(const Vecto
   const float* slots = a.partials + ((b * g.kv_heads + kv_head) * a.rows + row) * parts * (dv + 2);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 
-  float local = -INFINITY;
-  for (std::int64_t p = threadIdx.x; p < parts; p += kMergeThreads) local = fmaxf(local, slots[p * (dv + 2)]);
-  for (int offset = 16; offset > 0; offset >>= 1) local = fmaxf(local, __shfl_xor_sync(0xffffffffu, local, offset));
-  if (lane == 0) reduce[warp] = local;
+  // Batches of kMergeBatch partitions: every load of a batch is issued before any is used.
+  float m = -INFINITY, l = 0.0f, o[kMergeColumnsPerLane] = {};
+  for (std::int64_t p0 = warp; p0 < parts; p0 += std::int64_t{kMergeWarps} * kMergeBatch) {
+    float m_part[kMergeBatch], l_part[kMergeBatch], o_part[kMergeBatch][kMergeColumnsPerLane];
+#pragma unroll
+    for (int i = 0; i < kMergeBatch; ++i) {
+      const std::int64_t p = p0 + std::int64_t{i} * kMergeWarps;
+      const float* slot = slots + min(p, parts - 1) * (dv + 2);
+      m_part[i] = p < parts ? slot[0] : -INFINITY;
+      l_part[i] = slot[1];
+#pragma unroll
+      for (int c = 0; c < kMergeColumnsPerLane; ++c) {
+        const std::int64_t d = column0 + lane + 32 * c;
+        o_part[i][c] = d < dv ? slot[2 + d] : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kMergeBatch; ++i) {
+      const float m_new = fmaxf(m, m_part[i]);
+      const float keep = m_new == -INFINITY ? 0.0f : exp2f(m - m_new);
+      const float add = m_new == -INFINITY ? 0.0f : exp2f(m_part[i] - m_new);
+      l = l * keep + l_part[i] * add;
+#pragma unroll
+      for (int c = 0; c < kMergeColumnsPerLane; ++c) o[c] = o[c] * keep + o_part[i][c] * add;
+      m = m_new;
+    }
+  }
+  if (lane == 0) {
+    warp_m[warp] = m;
+    warp_l[warp] = l;
+  }
+#pragma unroll
+  for (int c = 0; c < kMergeColumnsPerLane; ++c) warp_o[warp][lane + 32 * c] = o[c];
   __syncthreads();
+  if (threadIdx.x >= kMergeColumns) return;
+  const std::int64_t d = column0 + threadIdx.x;
+  if (d >= dv) return;
   float m_all = -INFINITY;
-  for (int w = 0; w < kMergeWarps; ++w) m_all = fmaxf(m_all, reduce[w]);
-  __syncthreads();
-
-  float sum = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kMergeWarps; ++w) m_all = fmaxf(m_all, warp_m[w]);
+  float l_all = 0.0f, total = 0.0f;
   if (m_all != -INFINITY) {
-    for (std::int64_t p = threadIdx.x; p < parts; p += kMergeThreads) {
-      sum += slots[p * (dv + 2) + 1] * exp2f(slots[p * (dv + 2)] - m_all);
+#pragma unroll
+    for (int w = 0; w < kMergeWarps; ++w) {
+      const float weight = exp2f(warp_m[w] - m_all);
+      l_all += warp_l[w] * weight;
+      total += warp_o[w][threadIdx.x] * weight;
     }
   }
-  for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-  if (lane == 0) reduce[warp] = sum;
-  __syncthreads();
-  float l_all = 0.0f;
-  for (int w = 0; w < kMergeWarps; ++w) l_all += reduce[w];
-
-  const std::int64_t d = column0 + lane;
-  float o = 0.0f;
-  for (std::int64_t p0 = 0; p0 < parts; p0 += kChunk) {
-    const std::int64_t count = min(parts - p0, std::int64_t(kChunk));
-    __syncthreads();
-    for (std::int64_t p = threadIdx.x; p < count; p += kMergeThreads) {
-      weights[p] = m_all == -INFINITY ? 0.0f : exp2f(slots[(p0 + p) * (dv + 2)] - m_all);
-    }
-    __syncthreads();
-    if (d < dv) {
-#pragma unroll 4
-      for (std::int64_t p = warp; p < count; p += kMergeWarps) o += slots[(p0 + p) * (dv + 2) + 2 + d] * weights[p];
-    }
-  }
-  columns[warp][lane] = o;
-  __syncthreads();
-  if (warp == 0 && d < dv) {
-    float total = 0.0f;
-    for (int w = 0; w < kMergeWarps; ++w) total += columns[w][lane];
-    const std::int64_t head = kv_head * g.group + row / g.q_len, position = row % g.q_len;
-    write_row<T>(a, b, head, position, d, m_all, l_all, total);
-  }
+  const std::int64_t head = kv_head * g.group + row / g.q_len, position = row % g.q_len;
+  write_row<T>(a, b, head, position, d, m_all, l_all, total);
 }
 
 template <typename T, int C, int R>
@@ -677,21 +634,57 @@ void dispatch_chunks(const VectorArgs& a, int chunks, int row_tile, dim3 grid, c
   throw Error(ErrorKind::Internal, format("[heed::attention] no vector kernel for {} chunks per lane", chunks));
 }
 
+// Pass 2 after pass 1 on `stream`. Programmatically dependent where the plan says so (sm_90):
+// its blocks may be scheduled while pass 1 finishes and wait on the device (griddepcontrol.wait)
+// instead of behind a launch.
 template <typename T>
-void run_typed(const VectorArgs& a, const plan::CudaRoute& route, cudaStream_t stream) {
+void launch_merge(const VectorArgs& a, const plan::CudaRoute& route, dim3 grid, cudaStream_t stream) {
+  if (!route.vector.dependent_merge) {
+    vector_merge_kernel<T><<<grid, kMergeThreads, 0, stream>>>(a);
+    return;
+  }
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(kMergeThreads);
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  check(cudaLaunchKernelEx(&config, vector_merge_kernel<T>, a), "heed::attention", route.merge_kernel_name.c_str());
+}
+
+template <typename T>
+void run_typed(const VectorArgs& args, const plan::CudaRoute& route, cudaStream_t stream) {
   const plan::CudaVectorShape& s = route.vector;
+  VectorArgs a = args;
+  a.row_tile = s.row_tile;
+  a.k_steps = s.k_steps;
+  a.v_steps = s.v_steps;
+  a.ring_items = s.ring_items;
   const dim3 grid(static_cast<unsigned>(s.partitions * s.row_tiles), static_cast<unsigned>(a.g.kv_heads),
                   static_cast<unsigned>(a.g.batch));
   {
     LaunchRecord record(route.plan.kernel_name.c_str(), grid.x, grid.y, grid.z, stream);
-    dispatch_chunks<T>(a, s.chunks_per_lane, s.row_tile, grid, stream);
+    if (s.tensor_cores) {
+      if constexpr (std::is_same_v<T, __half>) {
+        launch_vector_mma_f16(a, s, grid, stream);
+      } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+        launch_vector_mma_bf16(a, s, grid, stream);
+      } else {
+        throw Error(ErrorKind::Internal, "[heed::attention] no tensor-core vector kernel for float32");
+      }
+    } else {
+      dispatch_chunks<T>(a, s.chunks_per_lane, s.row_tile, grid, stream);
+    }
     check_launch("heed::attention", route.plan.kernel_name.c_str());
   }
   if (s.partitions > 1) {
     const auto column_blocks = (a.g.value_dim + kMergeColumns - 1) / kMergeColumns;
     const dim3 merge_grid(static_cast<unsigned>(s.rows * column_blocks), grid.y, grid.z);
     LaunchRecord record(route.merge_kernel_name.c_str(), merge_grid.x, merge_grid.y, merge_grid.z, stream);
-    vector_merge_kernel<T><<<merge_grid, kMergeThreads, 0, stream>>>(a);
+    launch_merge<T>(a, route, merge_grid, stream);
     check_launch("heed::attention", route.merge_kernel_name.c_str());
   }
 }

@@ -1,6 +1,7 @@
 #include "plan/cuda_plan.hpp"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <optional>
 
@@ -46,9 +47,8 @@ struct VectorFit {
   std::size_t intermediate = 0;
 };
 
-// The vector kernel's register tiling; nullopt when the head sizes exceed it or the cap is
-// below its scores in flight (row_tile × keys in flight per block, float32).
-std::optional<VectorFit> fit_vector(const Problem& p, std::size_t& min_cap, std::string& why_not) {
+// The CUDA-core kernel's register tiling (cuda/vector.cu).
+VectorFit fit_vector_fma(const Problem& p) {
   VectorFit fit;
   CudaVectorShape& s = fit.shape;
   s.elems_per_chunk = kVectorLoadBytes / static_cast<int>(size_of(p.dtype));
@@ -71,7 +71,56 @@ std::optional<VectorFit> fit_vector(const Problem& p, std::size_t& min_cap, std:
   const std::int64_t keys_in_flight = (kVectorThreads / s.lanes_per_key) * vector_keys_per_step(s.chunks_per_lane);
   fit.intermediate = float_bytes(std::min<std::int64_t>(std::max<std::int64_t>(s.rows, 1), tile), keys_in_flight,
                                  "scores in flight");
-  min_cap = fit.intermediate;
+  return fit;
+}
+
+// The tensor-core kernel's class, row tile and shared-memory ring (cuda/vector_mma.cuh);
+// nullopt where no class holds the head sizes or no ring fits the device.
+std::optional<VectorFit> fit_vector_mma(const Problem& p, const CudaDeviceInfo& device) {
+  VectorFit fit;
+  CudaVectorShape& s = fit.shape;
+  s.tensor_cores = true;
+  s.elems_per_chunk = kVectorLoadBytes / static_cast<int>(size_of(p.dtype));
+  s.k_steps = static_cast<int>(ceil_div(p.head_dim, 32));
+  s.v_steps = static_cast<int>(ceil_div(p.value_dim, 64));
+  for (int head_class : kVectorMmaHeadClasses) {
+    if (s.k_steps * 32 <= head_class && s.v_steps * 64 <= head_class) {
+      s.head_class = head_class;
+      break;
+    }
+  }
+  if (s.head_class == 0) return std::nullopt;
+  s.rows = p.group() * p.q_len;
+  s.row_tile = s.rows <= 8 ? 8 : vector_mma_max_row_tile(s.head_class);
+  s.row_tiles = std::max<std::int64_t>(1, ceil_div(s.rows, s.row_tile));
+  const auto static_bytes = static_cast<std::int64_t>(device.reserved_shared_per_block) + kVectorMmaStaticSharedBytes;
+  const std::int64_t item = kVectorMmaWarps * vector_mma_item_bytes(s.head_class);
+  const std::int64_t q_bytes = vector_mma_q_bytes(s.head_class);
+  for (int blocks = kVectorMmaBlocksPerSm; blocks >= 1 && s.ring_items == 0; --blocks) {
+    const std::int64_t budget =
+        std::min(static_cast<std::int64_t>(device.shared_per_sm) / blocks - static_bytes,
+                 static_cast<std::int64_t>(device.shared_per_block) - kVectorMmaStaticSharedBytes);
+    const std::int64_t items = std::min<std::int64_t>(kVectorMmaMaxRingItems, (budget - q_bytes) / item);
+    if (items >= kVectorMmaMinRingItems &&
+        std::max(items * item + q_bytes, vector_mma_epilogue_bytes(s.head_class)) <= budget) {
+      s.ring_items = static_cast<int>(items);
+      s.blocks_per_sm = blocks;
+      s.shared_bytes = std::max(items * item + q_bytes, vector_mma_epilogue_bytes(s.head_class));
+    }
+  }
+  if (s.ring_items == 0) return std::nullopt;
+  fit.intermediate = float_bytes(std::min<std::int64_t>(std::max<std::int64_t>(s.rows, 1), s.row_tile),
+                                 kVectorMmaWarps * kVectorMmaKeysPerTile, "scores in flight");
+  return fit;
+}
+
+// The vector kernel for the problem: tensor cores for float16 / bfloat16 (unless HEED_CUDA_VECTOR
+// = fma, or the cap is below its scores in flight), else the CUDA-core kernel; nullopt when the
+// head sizes exceed both or the cap is below the scores in flight of every candidate.
+std::optional<VectorFit> fit_vector(const Problem& p, const CudaDeviceInfo& device, std::size_t& min_cap,
+                                    std::string& why_not) {
+  const VectorFit fma = fit_vector_fma(p);
+  min_cap = fma.intermediate;
   if (p.head_dim > kVectorMaxHeadDim || p.value_dim > kVectorMaxHeadDim) {
     why_not = format("head sizes D {} / Dv {} exceed the vector kernel's {}", p.head_dim, p.value_dim,
                      kVectorMaxHeadDim);
@@ -83,12 +132,20 @@ std::optional<VectorFit> fit_vector(const Problem& p, std::size_t& min_cap, std:
     min_cap = std::numeric_limits<std::size_t>::max();
     return std::nullopt;
   }
-  if (p.max_score_bytes && fit.intermediate > static_cast<std::size_t>(*p.max_score_bytes)) {
+  const auto cap = p.max_score_bytes ? static_cast<std::size_t>(*p.max_score_bytes)
+                                     : std::numeric_limits<std::size_t>::max();
+  if (p.dtype != DType::Float32 && !device.vector_fma && p.head_dim > 0) {
+    if (const auto mma = fit_vector_mma(p, device)) {
+      min_cap = std::min(min_cap, mma->intermediate);
+      if (mma->intermediate <= cap) return mma;
+    }
+  }
+  if (fma.intermediate > cap) {
     why_not = format("its {} scores in flight ({} bytes) exceed max_score_bytes {}",
-                     static_cast<std::int64_t>(fit.intermediate / kFloat), fit.intermediate, *p.max_score_bytes);
+                     static_cast<std::int64_t>(min_cap / kFloat), min_cap, *p.max_score_bytes);
     return std::nullopt;
   }
-  return fit;
+  return fma;
 }
 
 struct ComposedFit {
@@ -121,7 +178,27 @@ std::optional<ComposedFit> fit_composed(const Problem& p, std::size_t& min_cap) 
                      kOp, *p.max_score_bytes, route, min_cap));
 }
 
-void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, const VectorFit& fit) {
+// The tensor-core kernel's partition count: the fewest of the candidates that minimise
+// waves × (keys per partition + overhead) + merge overhead (cuda_tables.hpp).
+std::int64_t mma_partitions(std::int64_t groups, std::int64_t span, std::int64_t slots, std::int64_t overhead) {
+  const auto cost = [&](std::int64_t parts) {
+    const std::int64_t waves = ceil_div(groups * parts, slots);
+    return waves * (ceil_div(span, parts) + overhead) + (parts > 1 ? overhead : 0);
+  };
+  // No partition above 2^30 keys: the kernel counts a block's keys in 32 bits.
+  const std::int64_t fewest = std::max<std::int64_t>(1, ceil_div(span, std::int64_t{1} << 30));
+  const std::int64_t most = std::max(fewest, span / kVectorMmaMinKeysPerPartition);
+  std::int64_t best = fewest;
+  for (std::int64_t waves = 1; waves <= kVectorMaxWaves; ++waves) {
+    const std::int64_t parts =
+        std::clamp<std::int64_t>(waves * slots / std::max<std::int64_t>(groups, 1), fewest, most);
+    if (cost(parts) < cost(best)) best = parts;
+  }
+  return best;
+}
+
+void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, const VectorFit& fit,
+                  const CudaVectorTuning& tuning) {
   auto& reasons = r.plan.reasons;
   CudaVectorShape& s = r.vector;
   s = fit.shape;
@@ -130,33 +207,77 @@ void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, 
   s.span_end = end;
   const std::int64_t span = end - begin;
   const std::int64_t groups = p.batch * p.kv_heads * s.row_tiles;
-  const std::int64_t target = kVectorBlocksPerSm * device.sm_count;
+  const std::int64_t slots = std::int64_t{device.sm_count} * s.blocks_per_sm;
+  const std::int64_t key_bytes =
+      std::max<std::int64_t>(1, (p.head_dim + p.value_dim) * static_cast<std::int64_t>(size_of(p.dtype)));
+  const std::int64_t overhead = ceil_div(kVectorBlockOverheadBytes, key_bytes);
   s.partitions = 1;
-  if (groups < target && span >= 2 * kVectorMinKeysPerPartition) {
-    s.partitions = std::clamp<std::int64_t>(ceil_div(target, std::max<std::int64_t>(groups, 1)), 1,
-                                            span / kVectorMinKeysPerPartition);
+  if (s.tensor_cores) {
+    s.partitions = mma_partitions(groups, span, slots, overhead);
+  } else {
+    const std::int64_t target = kVectorBlocksPerSm * device.sm_count;
+    if (groups < target && span >= 2 * kVectorMinKeysPerPartition) {
+      s.partitions = std::clamp<std::int64_t>(ceil_div(target, std::max<std::int64_t>(groups, 1)), 1,
+                                              span / kVectorMinKeysPerPartition);
+    }
+  }
+  if (tuning.partitions > 0) s.partitions = std::min(tuning.partitions, std::max<std::int64_t>(span, 1));
+  if (tuning.ring_items > 0 && s.tensor_cores) {
+    s.ring_items = std::clamp(tuning.ring_items, kVectorMmaMinRingItems, s.ring_items);
+    s.shared_bytes = std::max(s.ring_items * kVectorMmaWarps * vector_mma_item_bytes(s.head_class) +
+                                  vector_mma_q_bytes(s.head_class),
+                              vector_mma_epilogue_bytes(s.head_class));
   }
   s.keys_per_partition = std::max<std::int64_t>(ceil_div(span, s.partitions), 1);
   s.partitions = std::max<std::int64_t>(1, ceil_div(span, s.keys_per_partition));
   const int passes = s.partitions > 1 ? 2 : 1;
+  s.dependent_merge = passes == 2 && device.major >= 9;
   r.plan.kernel = route::Vector{passes, s.partitions, passes};
-  r.plan.kernel_name = kernel_name("vector", p.dtype);
+  r.plan.kernel_name = kernel_name(s.tensor_cores ? "vector_mma" : "vector", p.dtype);
   r.merge_kernel_name = kernel_name("vector_merge", p.dtype);
-  reasons.push_back(format("vector tiles: {} lanes per key x {} chunk(s) of {} elements (16-byte loads); "
-                           "{} query rows per block in {} tile(s) of {}",
-                           s.lanes_per_key, s.chunks_per_lane, s.elems_per_chunk, s.rows, s.row_tiles, s.row_tile));
-  reasons.push_back(format("key partitions: {} of {} keys ({} (batch x key head x row tile) groups for {} x {} SMs; "
-                           "{} keys visible{}, >= {} keys per partition)",
-                           s.partitions, s.keys_per_partition, groups, kVectorBlocksPerSm, device.sm_count, span,
-                           p.window ? " in the window" : "", kVectorMinKeysPerPartition));
-  if (passes == 2) reasons.push_back("two passes: partial max, sum and output per partition, merged exactly");
+  if (s.tensor_cores) {
+    reasons.push_back(format("vector kernel: tensor cores (mma.sync m16n8k16, {} in, float32 accumulate), keys as M "
+                             "and query rows as N: {} query rows per key head in {} tile(s) of {}; head class {} "
+                             "(D {} in {} steps of 32, Dv {} in {} steps of 64)",
+                             short_name(p.dtype), s.rows, s.row_tiles, s.row_tile, s.head_class, p.head_dim,
+                             s.k_steps, p.value_dim, s.v_steps));
+    reasons.push_back(format("ring: {} items of 16 keys (K or V) per warp x {} warps, {} bytes of shared memory per "
+                             "block, {} block(s) per SM ({} bytes per SM)",
+                             s.ring_items, kVectorMmaWarps, s.shared_bytes, s.blocks_per_sm, device.shared_per_sm));
+    reasons.push_back(format("key partitions: {} of {} keys: {} (batch x key head x row tile) groups over {} x {} "
+                             "block slots, {} wave(s); {} keys visible{} (fewest waves x (keys + {} keys of "
+                             "per-block overhead))",
+                             s.partitions, s.keys_per_partition, groups, device.sm_count, s.blocks_per_sm,
+                             ceil_div(groups * s.partitions, slots), span, p.window ? " in the window" : "",
+                             overhead));
+  } else {
+    reasons.push_back(format("vector kernel: CUDA cores ({}): {} lanes per key x {} chunk(s) of {} elements "
+                             "(16-byte loads); {} query rows per block in {} tile(s) of {}",
+                             p.dtype == DType::Float32 ? "float32" : "HEED_CUDA_VECTOR=fma", s.lanes_per_key,
+                             s.chunks_per_lane, s.elems_per_chunk, s.rows, s.row_tiles, s.row_tile));
+    reasons.push_back(format("key partitions: {} of {} keys ({} (batch x key head x row tile) groups for {} x {} "
+                             "SMs; {} keys visible{}, >= {} keys per partition)",
+                             s.partitions, s.keys_per_partition, groups, kVectorBlocksPerSm, device.sm_count, span,
+                             p.window ? " in the window" : "", kVectorMinKeysPerPartition));
+  }
+  if (tuning.partitions > 0 || tuning.ring_items > 0) {
+    reasons.push_back(format("tuned by the caller: {} partition(s) asked, {} ring item(s) asked", tuning.partitions,
+                             tuning.ring_items));
+  }
+  if (passes == 2) {
+    reasons.push_back(format("two passes: partial max, sum and output per partition, merged exactly by {}{}",
+                             r.merge_kernel_name,
+                             s.dependent_merge ? " (launched programmatically dependent: its blocks wait on the "
+                                                 "device, not behind a launch)"
+                                               : ""));
+  }
   const std::int64_t blocks = s.partitions * s.row_tiles * p.batch * p.kv_heads;
   r.plan.workers = static_cast<int>(std::min<std::int64_t>(blocks, std::numeric_limits<int>::max()));
   ScratchLayout layout;
   if (passes == 2) {
-    const std::int64_t slots = checked_mul(checked_mul(p.batch * p.kv_heads, s.rows, kOp, "partials"),
-                                           s.partitions, kOp, "partials");
-    r.partials = layout.add("partials", float_bytes(slots, p.value_dim + 2, "partials"));
+    const std::int64_t slots_count = checked_mul(checked_mul(p.batch * p.kv_heads, s.rows, kOp, "partials"),
+                                                 s.partitions, kOp, "partials");
+    r.partials = layout.add("partials", float_bytes(slots_count, p.value_dim + 2, "partials"));
   }
   r.plan.buffers = layout.buffers();
   r.plan.scratch_bytes = layout.total_bytes();
@@ -202,7 +323,9 @@ void build_composed(CudaRoute& r, const Problem& p, const ComposedFit& fit) {
 
 }  // namespace
 
-CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device) {
+CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device) { return plan_cuda(p, device, {}); }
+
+CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device, const CudaVectorTuning& tuning) {
   CudaRoute r;
   r.plan.device = Device::cuda(device.index);
   r.plan.dtype = p.dtype;
@@ -211,7 +334,7 @@ CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device) {
 
   std::size_t vector_min = 0, composed_min = 0;
   std::string vector_why;
-  const auto vector = fit_vector(p, vector_min, vector_why);
+  const auto vector = fit_vector(p, device, vector_min, vector_why);
   const auto composed = fit_composed(p, composed_min);
   const std::int64_t rows = p.group() * p.q_len;
   bool use_vector = false;
@@ -256,7 +379,7 @@ CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device) {
   }
   if (use_vector) {
     r.plan.max_intermediate_bytes = vector->intermediate;
-    build_vector(r, p, device, *vector);
+    build_vector(r, p, device, *vector, tuning);
   } else {
     r.plan.max_intermediate_bytes = composed->intermediate;
     build_composed(r, p, *composed);
@@ -279,6 +402,27 @@ CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device) {
   reasons.push_back(format("scratch: {} bytes in {} buffers; largest score intermediate {} bytes",
                            r.plan.scratch_bytes, r.plan.buffers.size(), r.plan.max_intermediate_bytes));
   return r;
+}
+
+const CudaRoute& plan_cuda_cached(const Problem& problem, const CudaDeviceInfo& device) {
+  struct Entry {
+    Problem problem;
+    int device = -1;
+    CudaRoute route;
+  };
+  constexpr std::size_t kEntries = 4;
+  thread_local std::array<Entry, kEntries> entries;
+  thread_local std::size_t next = 0;
+  for (const Entry& entry : entries) {
+    if (entry.device == device.index && entry.problem == problem) return entry.route;
+  }
+  Entry& entry = entries[next];
+  next = (next + 1) % kEntries;
+  entry.device = -1;  // a throwing plan leaves no stale entry
+  entry.route = plan_cuda(problem, device);
+  entry.problem = problem;
+  entry.device = device.index;
+  return entry.route;
 }
 
 }  // namespace heed::plan

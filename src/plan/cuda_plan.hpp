@@ -18,11 +18,17 @@ struct CudaDeviceInfo {
   int sm_count = 1;
   int major = 0, minor = 0;
   std::size_t shared_per_block = 48 << 10;
+  std::size_t shared_per_sm = 228 << 10;
+  std::size_t reserved_shared_per_block = 1 << 10;
   std::string name;
+  // HEED_CUDA_VECTOR=fma (read once per process): the CUDA-core vector kernel for float16 and
+  // bfloat16 too, instead of the tensor-core one (an A/B switch and a fallback).
+  bool vector_fma = false;
 };
 
 // The vector (decode) kernel's launch: grid [partitions × row_tiles, Hkv, B].
 struct CudaVectorShape {
+  bool tensor_cores = false;  // the mma kernel (float16 / bfloat16), else the CUDA-core one
   int elems_per_chunk = 8;   // elements of one 16-byte load
   int lanes_per_key = 32;    // lanes that share one key row (a power of two <= 32)
   int chunks_per_lane = 1;   // 16-byte chunks of a row each lane holds
@@ -32,6 +38,14 @@ struct CudaVectorShape {
   std::int64_t span_begin = 0, span_end = 0;  // keys any row can see
   std::int64_t partitions = 1;
   std::int64_t keys_per_partition = 0;
+  // Tensor-core kernel only (cuda/vector_mma.cuh):
+  int head_class = 0;        // the compiled head-size class: D and Dv <= head_class
+  int k_steps = 0;           // ceil(D / 32): 32-element steps of a K row (two MMA k-steps each)
+  int v_steps = 0;           // ceil(Dv / 64): 64-element steps of a V row (four MMA m-tiles each)
+  int ring_items = 0;        // 16-key K or V items per warp in the shared-memory ring
+  int blocks_per_sm = 0;     // resident blocks per SM (shared memory)
+  std::int64_t shared_bytes = 0;  // dynamic shared memory per block
+  bool dependent_merge = false;   // merge launched programmatically dependent (sm_90+)
 };
 
 // The composed route's steps: for each block of `rows` query positions, batch b, head of the
@@ -56,5 +70,18 @@ struct CudaRoute {
 };
 
 CudaRoute plan_cuda(const Problem& problem, const CudaDeviceInfo& device);
+
+// The benchmark's and tests' overrides of the vector route's choices (0: the planner's own),
+// so that variants are laid out (scratch included) by the same code as the plan.
+struct CudaVectorTuning {
+  std::int64_t partitions = 0;  // key partitions (at most one per visible key)
+  int ring_items = 0;           // tensor-core kernel: ring items per warp, 2 up to the planned count
+};
+CudaRoute plan_cuda(const Problem& problem, const CudaDeviceInfo& device, const CudaVectorTuning& tuning);
+
+// plan_cuda memoized per thread (the last few problems): what `attention` runs, so that a
+// repeated decode call skips the planning and its explanation (a few µs of string formatting
+// before the first launch). The reference stays valid until this thread's next call.
+const CudaRoute& plan_cuda_cached(const Problem& problem, const CudaDeviceInfo& device);
 
 }  // namespace heed::plan

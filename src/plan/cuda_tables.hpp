@@ -27,10 +27,72 @@ inline constexpr std::int64_t kVectorMaxHeadDim = 512;
 // keeps both in registers without spilling (nvcc -Xptxas -v, sm_90a: <= 255 registers).
 inline constexpr int kVectorRegisterFloats = 64;
 inline constexpr int kVectorMaxRowTile = 8;
-// Key partitions: about kVectorBlocksPerSm blocks per SM (2 to 4 resident at 128 threads, so
-// 2 to 4 waves, which keeps the last wave's idle share small), but no partition under
-// kVectorMinKeysPerPartition keys, where the merge's rows × (Dv + 2) floats per partition would
-// cost more than a few percent of the reads.
+
+// The tensor-core vector kernel (float16 / bfloat16; float32 keeps the CUDA-core kernel above).
+// With a group of g query rows per key, each K and V element feeds g FMAs for q·k and g for p·v
+// plus its conversion: at 4.8 TB/s, g = 8 needs ~77 TFLOP/s of FP32 FMA, more than an H200's
+// CUDA cores give. mma.sync m16n8k16 (float32 accumulate) does both products with keys (and
+// value columns) as M and the query rows as N, so a group of up to 8 rows fills one n-tile and
+// the tensor cores run at a few percent of their peak.
+//
+// 4 warps per block; each warp streams its own 16-key tiles (tile t of the block goes to warp
+// t % 4), K and V of a tile as two ring items. A lane copies (cp.async, 16 bytes) exactly the
+// chunks its own MMA fragments need, so the ring needs no barrier (see cuda/vector_mma.cuh).
+inline constexpr int kVectorMmaThreads = 128;
+inline constexpr int kVectorMmaKeysPerTile = 16;
+// Head-size classes, each one compiled kernel per dtype: D and Dv padded to the class's largest
+// (64, 128, 256, 512); a lane holds class / 32 chunks of K per key pair and class / 64 of V per
+// key quad, so one ring item is 16 keys × class × 2 bytes per warp for K and for V alike.
+inline constexpr int kVectorMmaHeadClasses[] = {64, 128, 256, 512};
+// Query rows per block: two n-tiles of 8 (16 rows) below the largest class, one at 512, where
+// 16 rows would take 256 float32 accumulators per lane.
+constexpr int vector_mma_max_row_tile(int head_class) { return head_class >= 512 ? 8 : 16; }
+// Blocks per SM the ring is sized for: two, so that one block's start and end (q, the first
+// loads' latency, the block's merge) overlap the other's streaming, and the grid fills the
+// machine in waves of 2 × SMs blocks. A class whose two-item ring does not fit twice (512 on an
+// H200) runs one block per SM.
+inline constexpr int kVectorMmaBlocksPerSm = 2;
+// Ring items per warp: as many as fit the block's share of the SM's shared memory, at most 12
+// (the kernel's wait switch) and at least 2 (one in flight while one is read). On an H200
+// (228 KiB per SM) that is 12 / 6 / 3 items for classes 64 / 128 / 256 at two blocks per SM
+// and 3 for 512 at one: 128-176 KiB of loads in flight per SM, against the ~40-60 KiB that
+// 4.8 TB/s × ~1-1.5 µs of loaded latency asks over 132 SMs (Little's law).
+inline constexpr int kVectorMmaMaxRingItems = 12;
+inline constexpr int kVectorMmaMinRingItems = 2;
+// The kernel's shared memory, laid out by these functions for planner and kernel alike: the
+// ring (warps × ring items × item bytes), then q as MMA fragments (n-tiles × class / 32 chunks
+// per lane); after the key loop the ring is reused for the warps' partial outputs (float32,
+// warps × row tile × class), so a block holds the larger of the two.
+inline constexpr int kVectorMmaWarps = kVectorMmaThreads / 32;
+constexpr std::int64_t vector_mma_item_bytes(int head_class) {
+  return std::int64_t{kVectorMmaKeysPerTile} * head_class * 2;
+}
+constexpr std::int64_t vector_mma_q_bytes(int head_class) {
+  return std::int64_t{vector_mma_max_row_tile(head_class) / 8} * (head_class / 32) * 32 * 16;
+}
+constexpr std::int64_t vector_mma_epilogue_bytes(int head_class) {
+  return std::int64_t{kVectorMmaWarps} * vector_mma_max_row_tile(head_class) * head_class * 4;
+}
+// Static shared memory of the kernel (its rows' bounds and the warps' max and sum), an upper
+// bound the kernel asserts.
+inline constexpr std::int64_t kVectorMmaStaticSharedBytes = 2048;
+// Partitions of the tensor-core kernel: the count P that minimises
+//   waves(P) × (keys per partition + overhead) + (P > 1 ? overhead : 0),
+// waves(P) = ceil(groups × P / (SMs × blocks per SM)), with overhead = the keys one block streams
+// in ~2 µs (kVectorBlockOverheadBytes / key bytes): a block's start and end, and the merge
+// launch. So a long decode of few groups fills exactly one wave (B 1, 8 key heads, 32k keys:
+// 33 partitions of 993 keys on 264 block slots) and many groups take none (B 64 × 8 key heads
+// over 264 slots: 2 waves without a merge). Candidates: 1 and the P that fill 1-8 waves.
+inline constexpr std::int64_t kVectorBlockOverheadBytes = 32 << 10;
+inline constexpr int kVectorMaxWaves = 8;
+// No partition shorter than one step of the block (4 warps × 16 keys): a shorter one idles warps
+// and only adds partials to merge.
+inline constexpr std::int64_t kVectorMmaMinKeysPerPartition = kVectorMmaWarps * kVectorMmaKeysPerTile;
+
+// Key partitions of the CUDA-core kernel: about kVectorBlocksPerSm blocks per SM (2 to 4
+// resident at 128 threads, so 2 to 4 waves, which keeps the last wave's idle share small), but
+// no partition under kVectorMinKeysPerPartition keys, where the merge's rows × (Dv + 2) floats
+// per partition would cost more than a few percent of the reads.
 inline constexpr std::int64_t kVectorBlocksPerSm = 8;
 inline constexpr std::int64_t kVectorMinKeysPerPartition = 256;
 

@@ -37,6 +37,7 @@ struct Problem {
 
   std::int64_t group() const { return kv_heads > 0 ? q_heads / kv_heads : 0; }
   bool empty_output() const { return batch == 0 || q_heads == 0 || q_len == 0 || value_dim == 0; }
+  bool operator==(const Problem&) const = default;
 };
 
 // The first line of every plan's explanation: "shape: B .., Hq .. / Hkv .. (group ..), ..",

@@ -170,7 +170,9 @@ constexpr DType f16 = DType::Float16;
 constexpr DType bf16 = DType::BFloat16;
 
 // Decode shapes the CPU grid lacks: enough keys for several partitions (two passes), every
-// head size of the vector kernel, GQA packing, and masks, windows and sinks across partitions.
+// head size of the vector kernels, GQA packing, and masks, windows and sinks across partitions.
+// float32 runs the CUDA-core kernel, float16 / bfloat16 the tensor-core one (and the CUDA-core
+// one again in the heed_cuda_tests_vector_fma run, HEED_CUDA_VECTOR=fma).
 std::vector<CaseSpec> cuda_cases() {
   using MK = MaskKind;
   return {
@@ -194,6 +196,29 @@ std::vector<CaseSpec> cuda_cases() {
       Make("gpu_vector_forced_rows40", 1, 8, 1, 5, 2000, 64, 64, f32).route(RouteChoice::Vector),
       Make("gpu_decode_strided_last_split", 1, 4, 2, 1, 2000, 64, 64, bf16).layout(Layout::StridedLast),
       Make("gpu_decode_reversed_split", 1, 4, 2, 1, 2000, 64, 64, f16).layout(Layout::ReversedL),
+      // The tensor-core kernel (float16 / bfloat16): each head class at its edges, one and two
+      // n-tiles of 8 rows, more rows than a block holds, warps without keys, the element path,
+      // no merge (one partition), per-row windows, masks, sinks and large logits.
+      Make("gpu_mma_bf16_d64_rows16_window_sinks", 1, 64, 8, 2, 4000, 64, 64, bf16).window(128).sinks(bf16),
+      Make("gpu_mma_f16_d64_dv16", 1, 4, 2, 1, 500, 64, 16, f16),
+      Make("gpu_mma_bf16_d128_rows12_window_per_row", 1, 8, 2, 3, 2000, 128, 128, bf16).window(100),
+      Make("gpu_mma_f16_d256_rows16", 1, 16, 1, 1, 3000, 256, 256, f16),
+      Make("gpu_mma_bf16_d512_dv256", 1, 4, 1, 1, 1100, 512, 256, bf16),
+      Make("gpu_mma_f16_d512_rows16_two_tiles", 1, 8, 1, 2, 1200, 512, 512, f16),
+      Make("gpu_mma_bf16_d160_dv96", 2, 6, 2, 1, 900, 160, 96, bf16),
+      Make("gpu_mma_f16_rows40_forced_causal", 1, 8, 1, 5, 2000, 64, 64, f16).causal().route(RouteChoice::Vector),
+      Make("gpu_mma_bf16_40_keys_empty_warp", 1, 32, 8, 1, 40, 128, 128, bf16),
+      Make("gpu_mma_f16_one_key", 2, 8, 2, 1, 1, 128, 128, f16),
+      Make("gpu_mma_bf16_d33_element_path", 1, 4, 2, 2, 700, 33, 17, bf16),
+      Make("gpu_mma_f16_strided_rows16_window_sinks", 1, 16, 2, 2, 1500, 64, 64, f16)
+          .layout(Layout::StridedLast).window(300).sinks(f16),
+      Make("gpu_mma_bf16_one_partition_sinks", 64, 8, 8, 1, 200, 64, 64, bf16).sinks(bf16),
+      Make("gpu_mma_f16_one_partition_blhd", 64, 16, 8, 1, 150, 128, 128, f16).layout(Layout::BLHD)
+          .out_layout(Layout::BLHD),
+      Make("gpu_mma_bf16_additive_rows16", 1, 8, 2, 4, 1000, 128, 128, bf16).mask(MK::Additive, bf16).masked_rows(),
+      Make("gpu_mma_f16_bool4d_causal_split", 2, 8, 2, 3, 2500, 96, 64, f16).mask(MK::Bool4D).causal().masked_rows(),
+      Make("gpu_mma_f16_large_logits", 1, 8, 1, 1, 3000, 128, 128, f16).scale(1.0),
+      Make("gpu_mma_bf16_bool_expanded_rows12", 3, 16, 4, 3, 2000, 64, 64, bf16).mask(MK::BoolExpanded).masked_rows(),
       Make("gpu_composed_prefill_bf16", 2, 8, 2, 130, 300, 128, 128, bf16).causal(),
       Make("gpu_composed_prefill_f16_blocks", 1, 4, 4, 200, 400, 64, 64, f16).cap(400 * 4 * 30),
       Make("gpu_composed_d0", 1, 2, 2, 20, 30, 0, 16, f32).scale(1.0),

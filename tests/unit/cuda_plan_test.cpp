@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "heed/heed.hpp"
 #include "plan/cuda_plan.hpp"
 #include "plan/problem.hpp"
@@ -27,33 +29,55 @@ plan::CudaRoute plan_for(std::int64_t batch, std::int64_t q_heads, std::int64_t 
 }
 
 TEST(CudaPlan, DecodeSplitsKeysToFillTheSms) {
-  // 16 x 8 = 128 (batch, key head) groups for 8 x 132 blocks: 9 partitions of 911 keys.
+  // bfloat16 runs on tensor cores: 2 blocks of 100 KiB per SM, so 264 block slots; 16 x 8 = 128
+  // (batch, key head) groups fill one wave with 2 partitions of 4096 keys.
   const plan::CudaRoute r = plan_for(16, 32, 8, 1, 8192, 128, DType::BFloat16);
   ASSERT_TRUE(std::holds_alternative<route::Vector>(r.plan.kernel)) << r.plan.explain();
-  EXPECT_EQ(r.plan.kernel_name, "heed_cuda_vector_bf16");
+  EXPECT_EQ(r.plan.kernel_name, "heed_cuda_vector_mma_bf16");
   EXPECT_EQ(r.merge_kernel_name, "heed_cuda_vector_merge_bf16");
-  EXPECT_EQ(r.vector.partitions, 9);
-  EXPECT_EQ(r.vector.lanes_per_key, 16);  // 128 bf16 = 16 chunks of 16 bytes
-  EXPECT_EQ(r.vector.row_tile, 4);         // the group's 4 query heads
+  EXPECT_TRUE(r.vector.tensor_cores);
+  EXPECT_EQ(r.vector.head_class, 128);
+  EXPECT_EQ(r.vector.k_steps, 4);
+  EXPECT_EQ(r.vector.v_steps, 2);
+  EXPECT_EQ(r.vector.row_tile, 8);  // the group's 4 query heads in one n-tile of 8
+  EXPECT_EQ(r.vector.ring_items, 6);
+  EXPECT_EQ(r.vector.blocks_per_sm, 2);
+  EXPECT_EQ(r.vector.shared_bytes, 6 * 4 * 4096 + 2 * 4 * 512);
+  EXPECT_EQ(r.vector.partitions, 2);
+  EXPECT_EQ(r.vector.keys_per_partition, 4096);
+  EXPECT_TRUE(r.vector.dependent_merge);  // sm_90
   EXPECT_EQ(std::get<route::Vector>(r.plan.kernel).passes, 2);
-  EXPECT_EQ(r.plan.scratch_bytes, 16u * 8 * 4 * 9 * 130 * 4);
+  EXPECT_EQ(r.plan.scratch_bytes, 16u * 8 * 4 * 2 * 130 * 4);
   EXPECT_EQ(r.plan.device, Device::cuda(0));
 }
 
-TEST(CudaPlan, LongDecodeOfFewGroupsUsesManyPartitions) {
-  const plan::CudaRoute r = plan_for(1, 16, 2, 1, 131072, 256, DType::BFloat16);
-  ASSERT_TRUE(std::holds_alternative<route::Vector>(r.plan.kernel));
-  EXPECT_EQ(r.vector.partitions, 512);
-  EXPECT_EQ(r.vector.row_tile, 8);
-  EXPECT_EQ(r.vector.row_tiles, 1);
-  EXPECT_GE(r.vector.keys_per_partition, 256);
+TEST(CudaPlan, LongDecodeOfFewGroupsFillsOneWave) {
+  // 8 groups over 264 slots: 33 partitions of 993 keys, one block per slot.
+  const plan::CudaRoute a = plan_for(1, 32, 8, 1, 32768, 128, DType::BFloat16);
+  EXPECT_EQ(a.vector.partitions, 33);
+  EXPECT_EQ(a.vector.keys_per_partition, 993);
+  EXPECT_EQ(a.plan.workers, 264);
+  // Head size 256: the class-256 kernel, 3 ring items; 2 groups of 8 rows, 132 partitions each.
+  const plan::CudaRoute b = plan_for(1, 16, 2, 1, 131072, 256, DType::BFloat16);
+  ASSERT_TRUE(std::holds_alternative<route::Vector>(b.plan.kernel));
+  EXPECT_EQ(b.vector.head_class, 256);
+  EXPECT_EQ(b.vector.ring_items, 3);
+  EXPECT_EQ(b.vector.blocks_per_sm, 2);
+  EXPECT_EQ(b.vector.row_tile, 8);
+  EXPECT_EQ(b.vector.row_tiles, 1);
+  EXPECT_EQ(b.vector.partitions, 132);
+  EXPECT_EQ(b.vector.keys_per_partition, 993);
 }
 
 TEST(CudaPlan, ManyGroupsNeedNoMerge) {
   const plan::CudaRoute r = plan_for(256, 32, 8, 1, 4096, 128, DType::Float16);
+  EXPECT_EQ(r.plan.kernel_name, "heed_cuda_vector_mma_f16");
   EXPECT_EQ(r.vector.partitions, 1);
   EXPECT_EQ(std::get<route::Vector>(r.plan.kernel).passes, 1);
   EXPECT_EQ(r.plan.scratch_bytes, 0u);
+  EXPECT_FALSE(r.vector.dependent_merge);
+  // B 64 x 8 key heads = 512 groups: two waves of 264 slots, still no merge.
+  EXPECT_EQ(plan_for(64, 32, 8, 1, 4096, 128, DType::BFloat16).vector.partitions, 1);
 }
 
 TEST(CudaPlan, WindowBoundsThePartitions) {
@@ -62,7 +86,99 @@ TEST(CudaPlan, WindowBoundsThePartitions) {
   options.window = 1024;
   const plan::CudaRoute r = plan_for(1, 32, 8, 1, 100000, 128, DType::BFloat16, options);
   EXPECT_EQ(r.vector.span_end - r.vector.span_begin, 1024);
-  EXPECT_EQ(r.vector.partitions, 4);  // 1024 keys / 256
+  EXPECT_EQ(r.vector.span_end, 100000);
+  EXPECT_EQ(r.vector.partitions, 16);  // 1024 keys over 8 groups in one wave, >= 64 keys each
+  EXPECT_EQ(r.vector.keys_per_partition, 64);
+  // The CUDA-core kernel (float32): at least 256 keys per partition.
+  EXPECT_EQ(plan_for(1, 32, 8, 1, 100000, 128, DType::Float32, options).vector.partitions, 4);
+}
+
+TEST(CudaPlan, FloatKeepsTheCudaCoreKernel) {
+  const plan::CudaRoute r = plan_for(16, 32, 8, 1, 8192, 128, DType::Float32);
+  EXPECT_EQ(r.plan.kernel_name, "heed_cuda_vector_f32");
+  EXPECT_FALSE(r.vector.tensor_cores);
+  EXPECT_EQ(r.vector.lanes_per_key, 32);  // 128 float32 = 32 chunks of 16 bytes
+  EXPECT_EQ(r.vector.row_tile, 4);
+}
+
+TEST(CudaPlan, FmaSwitchSelectsTheCudaCoreKernelForHalves) {
+  plan::CudaDeviceInfo device = h200();
+  device.vector_fma = true;  // HEED_CUDA_VECTOR=fma
+  const Shape q{16, 32, 1, 128}, k{16, 8, 8192, 128};
+  const plan::CudaRoute r =
+      plan::plan_cuda(plan::validate_problem(q, k, k, DType::BFloat16, DType::BFloat16, DType::BFloat16, {}), device);
+  EXPECT_EQ(r.plan.kernel_name, "heed_cuda_vector_bf16");
+  EXPECT_FALSE(r.vector.tensor_cores);
+  EXPECT_EQ(r.vector.lanes_per_key, 16);
+  EXPECT_EQ(r.vector.partitions, 9);  // 128 groups for 8 x 132 blocks: 9 partitions of 911 keys
+}
+
+TEST(CudaPlan, HeadClassesAndRowTiles) {
+  const auto shape_of = [](std::int64_t q_heads, std::int64_t kv_heads, std::int64_t q_len, std::int64_t d,
+                           std::int64_t dv, AttentionOptions options = {}) {
+    const Shape q{1, q_heads, q_len, d}, k{1, kv_heads, 3000, d}, v{1, kv_heads, 3000, dv};
+    return plan::plan_cuda(plan::validate_problem(q, k, v, DType::Float16, DType::Float16, DType::Float16, options),
+                           h200())
+        .vector;
+  };
+  EXPECT_EQ(shape_of(8, 1, 1, 64, 64).head_class, 64);
+  EXPECT_EQ(shape_of(8, 1, 1, 64, 64).ring_items, 12);
+  const plan::CudaVectorShape d96 = shape_of(8, 2, 1, 96, 64);
+  EXPECT_EQ(d96.head_class, 128);
+  EXPECT_EQ(d96.k_steps, 3);
+  EXPECT_EQ(d96.v_steps, 1);
+  const plan::CudaVectorShape d80 = shape_of(8, 2, 1, 80, 112);
+  EXPECT_EQ(d80.head_class, 128);
+  EXPECT_EQ(d80.k_steps, 3);
+  EXPECT_EQ(d80.v_steps, 2);
+  EXPECT_EQ(shape_of(8, 2, 1, 192, 128).head_class, 256);
+  // 16 rows (group 8 x Lq 2): two n-tiles in one block.
+  const plan::CudaVectorShape rows16 = shape_of(16, 2, 2, 128, 128);
+  EXPECT_EQ(rows16.row_tile, 16);
+  EXPECT_EQ(rows16.row_tiles, 1);
+  // Head size 512: one n-tile (16 rows would take 256 accumulators per lane), one block per SM.
+  const plan::CudaVectorShape d512 = shape_of(8, 1, 2, 512, 512);
+  EXPECT_EQ(d512.head_class, 512);
+  EXPECT_EQ(d512.row_tile, 8);
+  EXPECT_EQ(d512.row_tiles, 2);
+  EXPECT_EQ(d512.blocks_per_sm, 1);
+  EXPECT_EQ(d512.ring_items, 3);
+  // A forced vector route over 40 rows: three tiles of 16.
+  AttentionOptions forced;
+  forced.route = RouteChoice::Vector;
+  const plan::CudaVectorShape rows40 = shape_of(8, 1, 5, 64, 64, forced);
+  EXPECT_EQ(rows40.row_tile, 16);
+  EXPECT_EQ(rows40.row_tiles, 3);
+}
+
+TEST(CudaPlan, AnA100RingFitsItsSharedMemory) {
+  plan::CudaDeviceInfo a100 = h200();
+  a100.sm_count = 108;
+  a100.major = 8;
+  a100.shared_per_block = 163 << 10;
+  a100.shared_per_sm = 164 << 10;
+  const Shape q{1, 32, 1, 128}, k{1, 8, 32768, 128};
+  const plan::CudaRoute r =
+      plan::plan_cuda(plan::validate_problem(q, k, k, DType::BFloat16, DType::BFloat16, DType::BFloat16, {}), a100);
+  EXPECT_EQ(r.vector.ring_items, 4);
+  EXPECT_EQ(r.vector.blocks_per_sm, 2);
+  EXPECT_LE(r.vector.shared_bytes + 2048 + 1024, (164 << 10) / 2);
+  EXPECT_FALSE(r.vector.dependent_merge);  // programmatic dependent launch needs sm_90
+  const Shape q512{1, 8, 1, 512}, k512{1, 1, 4000, 512};
+  const plan::CudaRoute d512 = plan::plan_cuda(
+      plan::validate_problem(q512, k512, k512, DType::Float16, DType::Float16, DType::Float16, {}), a100);
+  EXPECT_EQ(d512.vector.ring_items, 2);
+  EXPECT_EQ(d512.vector.blocks_per_sm, 1);
+}
+
+TEST(CudaPlan, ACapBelowTheTensorCoreTileFallsBackToCudaCores) {
+  AttentionOptions options;
+  options.max_score_bytes = 600;  // tensor cores: 4 rows x 64 keys x 4 = 1024; CUDA cores: 4 x 32 x 4 = 512
+  const plan::CudaRoute r = plan_for(1, 32, 8, 1, 3000, 128, DType::BFloat16, options);
+  EXPECT_EQ(r.plan.kernel_name, "heed_cuda_vector_bf16");
+  EXPECT_LE(r.plan.max_intermediate_bytes, 600u);
+  options.max_score_bytes = 1024;
+  EXPECT_EQ(plan_for(1, 32, 8, 1, 3000, 128, DType::BFloat16, options).plan.kernel_name, "heed_cuda_vector_mma_bf16");
 }
 
 TEST(CudaPlan, PrefillRunsComposedAndTheCapBlocksIt) {
@@ -94,6 +210,47 @@ TEST(CudaPlan, IsPure) {
   const plan::CudaRoute a = plan_for(3, 12, 4, 2, 7000, 96, DType::Float16);
   const plan::CudaRoute b = plan_for(3, 12, 4, 2, 7000, 96, DType::Float16);
   EXPECT_EQ(a.plan, b.plan);
+}
+
+TEST(CudaPlan, TuningOverridesPartitionsAndRing) {
+  const Shape q{1, 32, 1, 128}, k{1, 8, 32768, 128};
+  const plan::Problem p = plan::validate_problem(q, k, k, DType::BFloat16, DType::BFloat16, DType::BFloat16, {});
+  const plan::CudaRoute planned = plan::plan_cuda(p, h200());
+  const plan::CudaRoute tuned = plan::plan_cuda(p, h200(), {66, 3});
+  EXPECT_EQ(tuned.vector.partitions, 66);
+  EXPECT_EQ(tuned.vector.keys_per_partition, 497);
+  EXPECT_EQ(tuned.plan.scratch_bytes, 8u * 4 * 66 * 130 * 4);  // laid out for the tuned count
+  EXPECT_EQ(tuned.vector.ring_items, 3);
+  EXPECT_EQ(tuned.vector.shared_bytes, 3 * 4 * 4096 + 2 * 4 * 512);
+  EXPECT_LT(tuned.vector.shared_bytes, planned.vector.shared_bytes);
+  // One partition: no merge, no scratch; a ring beyond the planned one is not granted.
+  const plan::CudaRoute single = plan::plan_cuda(p, h200(), {1, 100});
+  EXPECT_EQ(std::get<route::Vector>(single.plan.kernel).passes, 1);
+  EXPECT_EQ(single.plan.scratch_bytes, 0u);
+  EXPECT_EQ(single.vector.ring_items, planned.vector.ring_items);
+}
+
+TEST(CudaPlan, TheCachedPlanIsThePlan) {
+  const auto problem = [](std::int64_t kv_len, std::optional<std::int64_t> cap = std::nullopt) {
+    AttentionOptions options;
+    options.max_score_bytes = cap;
+    const Shape q{1, 32, 1, 128}, k{1, 8, kv_len, 128};
+    return plan::validate_problem(q, k, k, DType::BFloat16, DType::BFloat16, DType::BFloat16, options);
+  };
+  // More problems than the cache holds, each asked twice, in and out of order.
+  for (int round = 0; round < 2; ++round) {
+    for (std::int64_t kv_len : {1000, 2000, 3000, 4000, 5000, 32768}) {
+      EXPECT_EQ(plan::plan_cuda_cached(problem(kv_len), h200()).plan, plan::plan_cuda(problem(kv_len), h200()).plan);
+    }
+  }
+  const std::int64_t short_keys = plan::plan_cuda_cached(problem(1000), h200()).vector.keys_per_partition;
+  const std::int64_t long_keys = plan::plan_cuda_cached(problem(32768), h200()).vector.keys_per_partition;
+  EXPECT_EQ(short_keys, 67);  // 15 partitions of at least 64 keys
+  EXPECT_EQ(long_keys, 993);
+  // A problem whose planning throws leaves nothing behind; the next call throws again.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    EXPECT_THROW((void)plan::plan_cuda_cached(problem(100000, 16), h200()), Error);
+  }
 }
 
 TEST(CudaPlan, WithoutADeviceEveryEntryPointIsUnsupported) {

@@ -1,0 +1,93 @@
+#pragma once
+// What the vector (decode) kernels share: a query row's geometry, the final write of a row
+// (sinks, fully masked rows), asynchronous 16-byte copies into shared memory, the fast exp2.
+
+#include <cstdint>
+
+#include "cuda/common.cuh"
+#include "cuda/params.hpp"
+
+namespace heed::cuda {
+
+struct RowInfo {
+  std::int64_t head, position, begin, end;
+  bool valid;
+};
+
+// Row `row` (of group × Lq) of key head `kv_head`: its query head, position and visible keys.
+__device__ __forceinline__ RowInfo row_info(const VectorArgs& a, std::int64_t kv_head, std::int64_t row) {
+  RowInfo info{};
+  info.valid = row < a.rows;
+  if (info.valid) {
+    info.head = kv_head * a.g.group + row / a.g.q_len;
+    info.position = row % a.g.q_len;
+    const KeyRange range = keys_for_row(a.g, info.position);
+    info.begin = range.begin;
+    info.end = range.end;
+  }
+  return info;
+}
+
+// Writes one finished row: out = acc / (sum + exp(sink)), all in the log2 frame of m; a row
+// with no visible key is zeros.
+template <typename T>
+__device__ __forceinline__ void write_row(const VectorArgs& a, std::int64_t b, std::int64_t h, std::int64_t i,
+                                          std::int64_t d, float m, float l, float acc) {
+  float value = 0.0f;
+  if (m != -INFINITY) {
+    float frame = m;
+    float sink_weight = 0.0f;
+    if (a.g.sinks.data != nullptr) {
+      const float sink = sink_logit(a.g.sinks, h) * kLog2e;
+      frame = fmaxf(m, sink);
+      sink_weight = exp2f(sink - frame);
+    }
+    const float scale = exp2f(m - frame);
+    value = acc * scale / (l * scale + sink_weight);
+  }
+  T* out = static_cast<T*>(a.out);
+  out[b * a.out_strides.s[0] + h * a.out_strides.s[1] + i * a.out_strides.s[2] + d * a.out_strides.s[3]] =
+      from_float<T>(value);
+}
+
+// A block's result for row `row` (of group × Lq), column d: the final output when the keys are
+// not partitioned, else the partition's partial (max, sum, output) for the merge pass.
+template <typename T>
+__device__ __forceinline__ void store_block_row(const VectorArgs& a, std::int64_t b, std::int64_t kv_head,
+                                                std::int64_t part, std::int64_t row, const RowInfo& info,
+                                                std::int64_t d, float m, float l, float o) {
+  if (a.partitions == 1) {
+    write_row<T>(a, b, info.head, info.position, d, m, l, o);
+    return;
+  }
+  const std::int64_t dv = a.g.value_dim;
+  float* slot = a.partials + (((b * a.g.kv_heads + kv_head) * a.rows + row) * a.partitions + part) * (dv + 2);
+  if (d == 0) {
+    slot[0] = m;
+    slot[1] = l;
+  }
+  slot[2 + d] = o;
+}
+
+__device__ __forceinline__ void copy_async_16(uint4* shared, const void* global) {
+  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(global) : "memory");
+}
+// 16 bytes from `global` into shared memory, or 16 zero bytes (nothing read) when !valid.
+__device__ __forceinline__ void copy_async_16_or_zero(unsigned shared, const void* global, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared), "l"(global), "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int Pending>
+__device__ __forceinline__ void wait_async() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+}  // namespace heed::cuda

@@ -1,0 +1,13 @@
+// The tensor-core vector kernel's float16 instantiations (one per head class).
+
+#include "cuda/vector_mma.cuh"
+#include "cuda/vector_mma.hpp"
+
+namespace heed::cuda {
+
+void launch_vector_mma_f16(const VectorArgs& args, const plan::CudaVectorShape& shape, dim3 grid,
+                           cudaStream_t stream) {
+  vector_mma::launch<__half>(args, shape, grid, stream);
+}
+
+}  // namespace heed::cuda
