@@ -20,6 +20,7 @@
 #include "cuda/check.hpp"
 #include "cuda/common.cuh"
 #include "cuda/tiled.hpp"
+#include "cuda/tiled_layout.hpp"
 #include "plan/cuda_tables.hpp"
 
 namespace heed::cuda::tiled {
@@ -48,41 +49,6 @@ struct Traits {
   static_assert(D % 16 == 0 && Dv % 16 == 0 && kBlockN % 16 == 0, "whole mma steps");
   static_assert(Dv <= D, "the output tile reuses the Q tile's rows");
   static_assert(kStages >= 2, "the ring overlaps one tile's copies with another's compute");
-};
-
-// Chunk offset of (row, chunk) in rows of kChunks 16-byte chunks (see tiled_row_stride).
-template <int kChunks>
-struct RowLayout {
-  static constexpr int kStride = plan::cuda::tiled_row_stride(kChunks);
-  static constexpr bool kSwizzled = kChunks % 8 == 0;
-  __device__ __forceinline__ static int at(int row, int chunk) {
-    return row * kStride + (kSwizzled ? (chunk ^ (row & 7)) : chunk);
-  }
-};
-
-// The byte addresses a lane gives ldmatrix for operand blocks at (row0 + lane_row, chunk0 +
-// lane_chunk), with row0 a multiple of 8 and chunk0 even, both compile-time after unrolling.
-// The swizzle then depends on lane bits only, so a lane keeps one address per value of
-// chunk0 mod 8 and the rest of every address is an immediate offset.
-template <int kChunks>
-struct FragmentAddress {
-  using Layout = RowLayout<kChunks>;
-  static constexpr int kVariants = Layout::kSwizzled ? 4 : 1;
-  unsigned base[kVariants];
-
-  __device__ __forceinline__ void init(unsigned tile, int lane_row, int lane_chunk) {
-#pragma unroll
-    for (int v = 0; v < kVariants; ++v) {
-      base[v] = tile + 16u * static_cast<unsigned>(Layout::at(lane_row, 2 * v + lane_chunk));
-    }
-  }
-  __device__ __forceinline__ unsigned at(int row0, int chunk0) const {
-    if constexpr (Layout::kSwizzled) {
-      return base[(chunk0 & 7) / 2] + 16u * static_cast<unsigned>(row0 * Layout::kStride + (chunk0 & ~7));
-    } else {
-      return base[0] + 16u * static_cast<unsigned>(row0 * Layout::kStride + chunk0);
-    }
-  }
 };
 
 __device__ __forceinline__ unsigned shared_address(const void* pointer) {
@@ -299,14 +265,12 @@ __global__ void __launch_bounds__(Traits<D, Dv>::kThreads, Traits<D, Dv>::kMinBl
     commit_async();
   }
 
-  // ldmatrix addresses: Q rows of this warp (A operand), K rows (B of S = Q·Kᵀ: matrices
-  // (keys 0-7, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 0-7), (keys 8-15, d 8-15)), V rows
-  // transposed (B of O = P·V: (keys 0-7, dv 0-7), (keys 8-15, dv 0-7), (keys 0-7, dv 8-15), ...).
+  // ldmatrix addresses (tiled_layout.hpp): this warp's Q rows, K rows and V rows (transposed).
   FragmentAddress<Tr::kChunksK> q_address, k_address;
   FragmentAddress<Tr::kChunksV> v_address;
-  q_address.init(shared_address(q_tile), warp * 16 + (lane & 15), lane >> 4);
-  k_address.init(shared_address(ring), (lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);
-  v_address.init(shared_address(ring + Tr::kKTile), lane & 15, lane >> 4);
+  q_address.init(shared_address(q_tile), warp * 16 + q_lane(lane).row, q_lane(lane).chunk);
+  k_address.init(shared_address(ring), k_lane(lane).row, k_lane(lane).chunk);
+  v_address.init(shared_address(ring + Tr::kKTile), v_lane(lane).row, v_lane(lane).chunk);
 
   std::uint32_t q_fragments[Tr::kQInRegisters ? D / 16 : 1][4];
   if constexpr (Tr::kQInRegisters) {
