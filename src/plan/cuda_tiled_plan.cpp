@@ -33,8 +33,8 @@ std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInf
   }
   const int index = tiled_config_index(p.head_dim, p.value_dim);
   if (index < 0) {
-    why_not = format("no tiled kernel is built for D {} / Dv {} (built: D {}; D 512 is left to cuBLAS until a "
-                     "kernel with K/V tiles that small pays)",
+    why_not = format("no tiled kernel is built for D {} / Dv {} (built: D {}); above 256 the output rows of a "
+                     "warp alone would take Dv / 2 float32 registers per thread (256 at Dv 512)",
                      p.head_dim, p.value_dim, served_head_sizes());
     return std::nullopt;
   }
@@ -94,11 +94,12 @@ void build_cuda_tiled(CudaRoute& r, const Problem& p, const CudaTiledFit& fit) {
   reasons.push_back(format("tiled rows: the {} heads of a key head packed with its {} positions ({} rows: row r is "
                            "position r / {}, head r % {}), so each K/V tile is read once per group",
                            p.group(), p.q_len, s.rows, p.group(), p.group()));
-  reasons.push_back(format("schedule: grid [{}, {}, {}], row blocks launched last first (under causal masking the "
-                           "last positions see the most keys, so the longest blocks start first){}",
-                           s.row_blocks, p.kv_heads, p.batch,
-                           p.causal ? "; key tiles no row of a block can see are neither loaded nor multiplied"
-                                    : ""));
+  reasons.push_back(p.causal ? format("schedule: grid [{}, {}, {}], row blocks launched last first (under causal "
+                                      "masking the last positions see the most keys, so the longest blocks start "
+                                      "first); key tiles no row of a block can see{} are neither loaded nor multiplied",
+                                      s.row_blocks, p.kv_heads, p.batch, p.window ? " (causal, window)" : "")
+                               : format("schedule: grid [{}, {}, {}], every block over all {} keys", s.row_blocks,
+                                        p.kv_heads, p.batch, p.kv_len));
   reasons.push_back(format("scores: {} x {} float32 per block in registers ({} bytes), never in memory", s.block_m,
                            s.block_n, fit.intermediate));
   const std::int64_t blocks = s.row_blocks * p.kv_heads * p.batch;
