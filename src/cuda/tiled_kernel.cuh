@@ -131,8 +131,9 @@ using Scores = float[kNTiles][4];
 // is the element offset of (row, key n0 + 2·(lane % 4)); kUnit: the keys' stride is 1, so
 // every read is an immediate offset from one pointer per row.
 template <typename M, bool kBool, bool kUnit, int kNTiles>
-__device__ __forceinline__ void apply_mask_rows(Scores<kNTiles>& s, const MaskArgs& mask, const std::int64_t (&row)[2],
-                                           int quad_col, const int (&lo)[2], const int (&hi)[2]) {
+__device__ __forceinline__ void apply_mask_rows(Scores<kNTiles>& s, const MaskArgs& mask,
+                                                const std::int64_t (&row)[2], int quad_col, const int (&lo)[2],
+                                                const int (&hi)[2]) {
   const std::int64_t stride = kUnit ? 1 : mask.strides.s[3];
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
@@ -347,7 +348,9 @@ __global__ void __launch_bounds__(Traits<D, Dv>::kThreads, Traits<D, Dv>::kMinBl
                            std::int64_t(n0 + 2 * quad_col) * g.mask.strides.s[3];
         }
         switch (g.mask.kind == MaskType::Bool ? ElementType::Bool : g.mask.type) {
-          case ElementType::Bool: apply_mask<unsigned char, true, kNTiles>(s, g.mask, mask_row, quad_col, lo, hi); break;
+          case ElementType::Bool:
+            apply_mask<unsigned char, true, kNTiles>(s, g.mask, mask_row, quad_col, lo, hi);
+            break;
           case ElementType::Float16: apply_mask<__half, false, kNTiles>(s, g.mask, mask_row, quad_col, lo, hi); break;
           case ElementType::BFloat16:
             apply_mask<__nv_bfloat16, false, kNTiles>(s, g.mask, mask_row, quad_col, lo, hi);

@@ -18,7 +18,9 @@ template <int kChunks>
 struct RowLayout {
   static constexpr int kStride = plan::cuda::tiled_row_stride(kChunks);
   static constexpr bool kSwizzled = kChunks % 8 == 0;
-  HEED_HOST_DEVICE static int at(int row, int chunk) { return row * kStride + (kSwizzled ? (chunk ^ (row & 7)) : chunk); }
+  HEED_HOST_DEVICE static int at(int row, int chunk) {
+    return row * kStride + (kSwizzled ? (chunk ^ (row & 7)) : chunk);
+  }
 };
 
 // The byte addresses a lane gives ldmatrix for operand blocks at (row0 + lane_row, chunk0 +
