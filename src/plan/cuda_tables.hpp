@@ -79,6 +79,7 @@ inline constexpr TiledConfig kTiledConfigs[] = {
     {256, 256, 8, 32, 2, false, 1},
 };
 inline constexpr int kTiledConfigCount = static_cast<int>(sizeof(kTiledConfigs) / sizeof(kTiledConfigs[0]));
+// Query rows per warp: the M of mma.m16n8k16, one A fragment per 16-key step.
 inline constexpr int kTiledRowsPerWarp = 16;
 
 // The configuration serving (D, Dv), or -1.
