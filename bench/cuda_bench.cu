@@ -1,7 +1,9 @@
 // heed_cuda_bench: the GPU benchmark of scripts/gpu-check. Measures the card's copy bandwidth
-// (device-to-device, bytes read + written), then times heed on each case with CUDA events
-// (median of the repetitions after a warm-up) and prints one JSON object per case:
-// milliseconds, bytes (q + k + v read once, out written once) and FLOPs of the visible pairs.
+// (device-to-device, bytes read + written) and bfloat16 matrix peak (a cuBLAS GEMM), then times
+// heed on each case with CUDA events (median of the repetitions after a warm-up; long calls take
+// fewer repetitions, within about a second per figure) and prints one JSON object per case:
+// milliseconds, bytes (q + k + v read once, out written once) and FLOPs (decode: of the visible
+// pairs; prefill: 4·B·Hq·Lq·Lk·D, halved for causal, as FlashAttention counts).
 // Decode cases are then timed again in variants of the planned vector route, one JSON object
 // each with "variant_of" (the A/B table of torch_cuda_compare.py; --no-variants skips them):
 // the plan itself, the CUDA-core kernel, twice and half the partitions, half the ring (timed
@@ -10,6 +12,7 @@
 // by the same planner (plan_cuda with a device description or tuning) and run through the
 // backend's own entry, so only the one choice differs.
 
+#include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -41,7 +44,7 @@ struct Case {
   bool decode;
 };
 
-// The issue's decode targets and two prefill shapes on the composed route.
+// The decode targets (issue 4) and the prefill table of issue 5 (all bfloat16; Lq = Lk).
 const Case kCases[] = {
     {"decode_b16_32x8_d128_8k", 16, 32, 8, 1, 8192, 128, false, true},
     {"decode_b64_32x8_d128_4k", 64, 32, 8, 1, 4096, 128, false, true},
@@ -49,7 +52,19 @@ const Case kCases[] = {
     {"decode_b1_16x2_d256_131k", 1, 16, 2, 1, 131072, 256, false, true},
     {"prefill_b4_32x8_d128_2k_causal", 4, 32, 8, 2048, 2048, 128, true, false},
     {"prefill_b8_12x12_d64_512", 8, 12, 12, 512, 512, 64, false, false},
+    {"prefill_b1_32x8_d128_16k_causal", 1, 32, 8, 16384, 16384, 128, true, false},
+    {"prefill_b1_32x8_d128_4k_causal", 1, 32, 8, 4096, 4096, 128, true, false},
+    {"prefill_b2_16x16_d128_8k", 2, 16, 16, 8192, 8192, 128, false, false},
+    {"prefill_b2_32x32_d64_8k", 2, 32, 32, 8192, 8192, 64, false, false},
+    {"prefill_b1_16x2_d256_8k_causal", 1, 16, 2, 8192, 8192, 256, true, false},
+    {"prefill_b32_12x12_d64_512", 32, 12, 12, 512, 512, 64, false, false},
+    {"prefill_b1_8x8_d512_4k_causal", 1, 8, 8, 4096, 4096, 512, true, false},
 };
+
+// Repetitions within about `budget_ms` of device time for a call of `call_ms`: between 3 and `reps`.
+int reps_within(double call_ms, double budget_ms, int reps) {
+  return static_cast<int>(std::clamp(budget_ms / std::max(call_ms, 1e-3), 3.0, static_cast<double>(reps)));
+}
 
 __global__ void fill_kernel(__nv_bfloat16* data, std::int64_t count, std::uint32_t seed) {
   for (std::int64_t n = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; n < count;
@@ -87,6 +102,8 @@ double median_ms(F&& call, int warmup, int reps) {
     ok(cudaEventElapsedTime(&ms, start, stop), "elapsed");
     times.push_back(ms);
   }
+  ok(cudaEventDestroy(start), "event");
+  ok(cudaEventDestroy(stop), "event");
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
 }
@@ -102,6 +119,35 @@ double copy_tbytes() {
   ok(cudaFree(a), "free");
   ok(cudaFree(b), "free");
   return 2.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e12;
+}
+
+// cuBLAS bfloat16 GEMM (float32 accumulation) of 8192 x 8192 x 8192: the matrix peak the
+// prefill cases are a fraction of.
+double gemm_tflops() {
+  constexpr int n = 8192;
+  const std::int64_t count = std::int64_t{n} * n;
+  __nv_bfloat16* a = random_bf16(count, 11);
+  __nv_bfloat16* b = random_bf16(count, 12);
+  __nv_bfloat16* c = random_bf16(count, 13);
+  cublasHandle_t handle = nullptr;
+  if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr, "heed_cuda_bench: cublasCreate failed\n");
+    std::exit(1);
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  const auto gemm = [&] {
+    if (cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a, CUDA_R_16BF, n, b, CUDA_R_16BF, n, &beta, c,
+                     CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
+      std::fprintf(stderr, "heed_cuda_bench: cublasGemmEx failed\n");
+      std::exit(1);
+    }
+  };
+  const double ms = median_ms(gemm, 3, 20);
+  cublasDestroy(handle);
+  ok(cudaFree(a), "free");
+  ok(cudaFree(b), "free");
+  ok(cudaFree(c), "free");
+  return 2.0 * n * static_cast<double>(n) * n / (ms * 1e-3) / 1e12;
 }
 
 double visible_pairs(const Case& c) {
@@ -175,7 +221,8 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--no-variants") variants = false;
   }
   const double copy = copy_tbytes();
-  std::printf("{\"copy_tbytes\": %.4f}\n", copy);
+  const double peak = gemm_tflops();
+  std::printf("{\"copy_tbytes\": %.4f, \"bf16_gemm_tflops\": %.1f}\n", copy, peak);
   for (const Case& c : kCases) {
     const Shape q_shape{c.batch, c.q_heads, c.q_len, c.head_dim};
     const Shape k_shape{c.batch, c.kv_heads, c.kv_len, c.head_dim};
@@ -192,32 +239,40 @@ int main(int argc, char** argv) {
     options.causal = c.causal;
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     const AttentionPlan plan = plan_attention(qv, kv, vv, options);
-    const double ms = median_ms([&] { attention(qv, kv, vv, ov, scale, options); }, 3, reps);
+    const auto call = [&] { attention(qv, kv, vv, ov, scale, options); };
+    constexpr double kBudgetMs = 1000;
+    const double first_ms = median_ms(call, 1, 1);
+    const double ms = median_ms(call, 2, reps_within(first_ms, kBudgetMs, reps));
     // Back to back: the launches of one call queue behind the last one's kernels, so host work
     // (planning, checks, allocation) overlaps the device's and the figure is the device's.
     constexpr int kBatch = 10;
     const double batched_ms = median_ms([&] {
-      for (int i = 0; i < kBatch; ++i) attention(qv, kv, vv, ov, scale, options);
-    }, 1, std::max(reps / 3, 3)) / kBatch;
+      for (int i = 0; i < kBatch; ++i) call();
+    }, 1, reps_within(ms * kBatch, kBudgetMs, std::max(reps / 3, 3))) / kBatch;
     double composed_ms = -1;
     if (!c.decode) {
       AttentionOptions composed = options;
       composed.route = RouteChoice::Composed;
-      composed_ms = median_ms([&] { attention(qv, kv, vv, ov, scale, composed); }, 2, std::max(reps / 3, 3));
+      const auto composed_call = [&] { attention(qv, kv, vv, ov, scale, composed); };
+      const double composed_first = median_ms(composed_call, 0, 1);
+      composed_ms = median_ms(composed_call, 1, reps_within(composed_first, kBudgetMs, std::max(reps / 3, 3)));
     }
     const double bytes = 2.0 * static_cast<double>(q_shape.numel() + 2 * k_shape.numel() + out_shape.numel());
-    const double flops = visible_pairs(c) * 2.0 * static_cast<double>(2 * c.head_dim);
+    const double flops = c.decode ? visible_pairs(c) * 2.0 * static_cast<double>(2 * c.head_dim)
+                                  : 4.0 * static_cast<double>(c.batch * c.q_heads) * static_cast<double>(c.q_len) *
+                                        static_cast<double>(c.kv_len) * static_cast<double>(c.head_dim) *
+                                        (c.causal ? 0.5 : 1.0);
     const auto* vector = std::get_if<route::Vector>(&plan.kernel);
     std::printf("{\"name\": \"%s\", \"batch\": %lld, \"q_heads\": %lld, \"kv_heads\": %lld, \"q_len\": %lld, "
                 "\"kv_len\": %lld, \"head_dim\": %lld, \"causal\": %s, \"decode\": %s, \"kernel\": \"%s\", "
                 "\"partitions\": %lld, \"ms\": %.5f, \"bytes\": %.0f, \"flops\": %.0f, \"tbytes\": %.4f, "
-                "\"tflops\": %.2f, \"copy_tbytes\": %.4f, \"composed_ms\": %.5f, \"batched_ms\": %.5f, "
+                "\"tflops\": %.2f, \"copy_tbytes\": %.4f, \"peak_tflops\": %.1f, \"composed_ms\": %.5f, \"batched_ms\": %.5f, "
                 "\"batched_tbytes\": %.4f}\n",
                 c.name, static_cast<long long>(c.batch), static_cast<long long>(c.q_heads),
                 static_cast<long long>(c.kv_heads), static_cast<long long>(c.q_len), static_cast<long long>(c.kv_len),
                 static_cast<long long>(c.head_dim), c.causal ? "true" : "false", c.decode ? "true" : "false",
                 plan.kernel_name.c_str(), static_cast<long long>(vector ? vector->blocks : 0), ms, bytes, flops,
-                bytes / (ms * 1e-3) / 1e12, flops / (ms * 1e-3) / 1e12, copy, composed_ms, batched_ms,
+                bytes / (ms * 1e-3) / 1e12, flops / (ms * 1e-3) / 1e12, copy, peak, composed_ms, batched_ms,
                 bytes / (batched_ms * 1e-3) / 1e12);
     std::fflush(stdout);
     if (c.decode && variants) time_variants(c.name, qv, kv, vv, ov, scale, options, bytes, reps);

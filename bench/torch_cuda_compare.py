@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
 """Times PyTorch's scaled_dot_product_attention on the shapes of heed_cuda_bench (bfloat16,
-GQA through enable_gqa=True) with CUDA events, each backend separately, and prints the
-combined table: heed's figure, PyTorch's best backend, and the card's copy bandwidth.
+GQA through enable_gqa=True) with CUDA events, each backend separately (cuDNN, flash,
+efficient; the math backend on small shapes only), and prints the combined table: heed's
+figure, PyTorch's best backend, and the card's copy bandwidth; then the prefill table: TFLOP/s
+of heed, of its composed route and of each PyTorch backend, heed's fraction of the bfloat16
+matrix peak (a cuBLAS GEMM timed by heed_cuda_bench in the same run) and the ratio to the best.
+PyTorch's is_causal is top-left aligned; every causal case here has Lq = Lk, where it equals
+heed's bottom-right causal mask.
 
 usage: torch_cuda_compare.py HEED_JSON_LINES [--reps N] [--json OUT]
 """
@@ -10,10 +15,21 @@ import statistics
 import sys
 
 
+BUDGET_MS = 600  # device time per figure: long calls take fewer repetitions (at least 3)
+
+
 def median_ms(fn, warmup, reps):
     import torch
     for _ in range(warmup):
         fn()
+    if reps > 3:  # within the budget, from one timed call
+        start = torch.cuda.Event(enable_timing=True)
+        stop = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        reps = int(min(reps, max(3, BUDGET_MS / max(start.elapsed_time(stop), 1e-3))))
     start = torch.cuda.Event(enable_timing=True)
     stop = torch.cuda.Event(enable_timing=True)
     times = []
@@ -26,10 +42,17 @@ def median_ms(fn, warmup, reps):
     return statistics.median(times)
 
 
+def backends():
+    from torch.nn.attention import SDPBackend
+    return [("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION),
+            ("efficient", SDPBackend.EFFICIENT_ATTENTION), ("math", SDPBackend.MATH)]
+
+
 def torch_best(case, reps):
     import torch
     import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import sdpa_kernel
+    candidates = backends()
 
     gen = torch.Generator(device="cuda").manual_seed(0)
     shape_q = (case["batch"], case["q_heads"], case["q_len"], case["head_dim"])
@@ -38,9 +61,8 @@ def torch_best(case, reps):
     k = torch.randn(shape_k, device="cuda", dtype=torch.bfloat16, generator=gen)
     v = torch.randn(shape_k, device="cuda", dtype=torch.bfloat16, generator=gen)
     results = {}
-    for name, backend in [("flash", SDPBackend.FLASH_ATTENTION), ("efficient", SDPBackend.EFFICIENT_ATTENTION),
-                          ("cudnn", SDPBackend.CUDNN_ATTENTION), ("math", SDPBackend.MATH)]:
-        if name == "math" and case["kv_len"] * case["q_len"] * case["q_heads"] * case["batch"] > 2**31:
+    for name, backend in candidates:
+        if name == "math" and case["kv_len"] * case["q_len"] * case["q_heads"] * case["batch"] > 2**26:
             continue
         try:
             with sdpa_kernel([backend]):
@@ -123,6 +145,7 @@ def main():
               f"{torch_text:>12} {str(r.get('torch_best')):>9} {r['copy_tbytes']:9.2f} {ratio:>8} | {b2b_heed:>9} {b2b_torch:>9}")
     print("rates: one call between CUDA events (median); b2b: 10 calls back to back / 10 (host work overlapped);"
           " vs torch = torch ms / heed ms")
+    print_prefill(rows, version)
     print_variants(variants)
 
 
@@ -142,6 +165,41 @@ def print_variants(variants):
         ring = str(v["ring_items"]) if v["ring_items"] else "-"
         print(f"{v['variant_of']:27} {v['variant']:16} {v['kernel']:26} {v['partitions']:5d} {ring:>4} "
               f"{v['ms']:8.4f} {v['tbytes']:6.2f} {v['batched_tbytes']:8.2f} {ratio:>10}")
+
+
+def tflops(row, ms):
+    return row["flops"] / (ms * 1e-3) / 1e12 if ms else None
+
+
+def print_prefill(rows, version):
+    prefill = [r for r in rows if not r["decode"]]
+    if not prefill:
+        return
+    peak = prefill[0].get("peak_tflops")
+    print(f"\nprefill, bfloat16: TFLOP/s (FLOPs = 4*B*Hq*Lq*Lk*D, halved for causal); % peak = of the cuBLAS"
+          f" bfloat16 GEMM measured in this run ({peak} TFLOP/s); "
+          + (f"PyTorch {version} SDPA per backend" if version else "PyTorch not importable here"))
+    names = ["cudnn", "flash", "efficient"]
+    header = (f"{'case':33} {'heed kernel':24} {'heed ms':>9} {'heed':>7} {'%peak':>6} {'composed':>8} "
+              + " ".join(f"{n:>9}" for n in names) + f" {'best':>9} {'vs best':>8}")
+    print(header)
+    print("-" * len(header))
+    for r in prefill:
+        heed = tflops(r, r["ms"])
+        composed = tflops(r, r["composed_ms"]) if r.get("composed_ms", -1) > 0 else None
+        per = r.get("torch_backends_ms", {})
+        cells = []
+        for n in names:
+            rate = tflops(r, per.get(n))
+            cells.append(f"{rate:9.1f}" if rate else f"{'n/a':>9}")
+        best = r.get("torch_best")
+        ratio = f"{r['torch_ms'] / r['ms']:7.2f}x" if r.get("torch_ms") else "     n/a"
+        frac = f"{100 * heed / peak:5.1f}%" if peak else "   n/a"
+        composed_text = f"{composed:8.1f}" if composed else f"{'n/a':>8}"
+        print(f"{r['name']:33} {r['kernel']:24} {r['ms']:9.3f} {heed:7.1f} {frac:>6} {composed_text} "
+              + " ".join(cells) + f" {str(best):>9} {ratio:>8}")
+    print("vs best = best PyTorch backend's ms / heed ms (above 1: heed is faster); composed = heed's cuBLAS route")
+
 
 if __name__ == "__main__":
     main()

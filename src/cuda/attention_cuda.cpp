@@ -8,6 +8,7 @@
 #include "cuda/check.hpp"
 #include "cuda/composed.hpp"
 #include "cuda/runtime.hpp"
+#include "cuda/tiled.hpp"
 #include "cuda/vector.hpp"
 #include "memory/cuda_allocator.hpp"
 
@@ -113,6 +114,14 @@ void run_attention(const TensorView& q, const TensorView& k, const TensorView& v
     a.keys_per_partition = s.keys_per_partition;
     a.partials = route.partials.at<float>(scratch.data());
     run_vector(a, route, stream);
+  } else if (std::holds_alternative<route::Tiled>(route.plan.kernel)) {
+    TiledArgs a;
+    static_cast<CallArgs&>(a) = call;
+    a.scale_log2 = scale * kLog2e;
+    a.rows = route.tiled.rows;
+    a.row_blocks = route.tiled.row_blocks;
+    a.wide_out = wide_rows(out);
+    run_tiled(a, route, stream);
   } else {
     ComposedArgs a;
     static_cast<CallArgs&>(a) = call;

@@ -8,6 +8,7 @@
 #include "core/format.hpp"
 #include "heed/error.hpp"
 #include "plan/cuda_tables.hpp"
+#include "plan/cuda_tiled_plan.hpp"
 
 namespace heed::plan {
 namespace {
@@ -336,12 +337,22 @@ CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device, const CudaVe
   std::string vector_why;
   const auto vector = fit_vector(p, device, vector_min, vector_why);
   const auto composed = fit_composed(p, composed_min);
+  std::size_t tiled_min = 0;
+  std::string tiled_why;
+  const auto tiled = fit_cuda_tiled(p, device, tiled_min, tiled_why);
   const std::int64_t rows = p.group() * p.q_len;
-  bool use_vector = false;
+  bool use_vector = false, use_tiled = false;
   switch (p.route) {
     case RouteChoice::Tiled:
-      throw Error(ErrorKind::Unsupported,
-                  format("[{}] the tiled route is not built for CUDA yet; use the vector or composed route", kOp));
+      if (!tiled) {
+        if (p.max_score_bytes && tiled_min != std::numeric_limits<std::size_t>::max()) {
+          no_route_fits(p, "the tiled route (one block's score tile)", tiled_min);
+        }
+        throw Error(ErrorKind::Unsupported, format("[{}] the CUDA tiled route cannot serve: {}", kOp, tiled_why));
+      }
+      use_tiled = true;
+      reasons.push_back("route tiled: asked for by the caller");
+      break;
     case RouteChoice::Vector:
       if (!vector) {
         if (p.max_score_bytes && vector_min != std::numeric_limits<std::size_t>::max()) {
@@ -361,23 +372,38 @@ CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device, const CudaVe
         use_vector = true;
         reasons.push_back(format("route vector: {} query rows per key head (group {} x Lq {}) <= {}", rows,
                                  p.group(), p.q_len, kVectorMaxRows));
+      } else if (rows > kVectorMaxRows && tiled) {
+        use_tiled = true;
+        reasons.push_back(format("route tiled: {} query rows per key head (group {} x Lq {}) > {}", rows, p.group(),
+                                 p.q_len, kVectorMaxRows));
       } else if (composed) {
         reasons.push_back(rows <= kVectorMaxRows
                               ? format("route composed: the vector route cannot serve ({})", vector_why)
-                              : format("route composed: {} query rows per key head > {} (the tiled CUDA kernel "
-                                       "is not built yet)",
-                                       rows, kVectorMaxRows));
+                              : format("route composed: {} query rows per key head > {}, but the tiled route cannot "
+                                       "serve: {}",
+                                       rows, kVectorMaxRows, tiled_why));
+        // The cap alone moved prefill off the tiled route.
+        if (rows > kVectorMaxRows && tiled_min != std::numeric_limits<std::size_t>::max()) r.plan.capped = true;
+      } else if (tiled) {
+        use_tiled = true;
+        r.plan.capped = true;
+        reasons.push_back(format("route tiled: the vector route cannot serve ({}) and one row of {} scores ({} "
+                                 "bytes) exceeds max_score_bytes {}",
+                                 vector_why, p.kv_len, composed_min, *p.max_score_bytes));
       } else if (vector) {
         use_vector = true;
         r.plan.capped = true;
         reasons.push_back(format("route vector: one row of {} scores ({} bytes) exceeds max_score_bytes {}",
                                  p.kv_len, composed_min, *p.max_score_bytes));
       } else {
-        no_route_fits(p, "any route", std::min(vector_min, composed_min));
+        no_route_fits(p, "any route", std::min({vector_min, composed_min, tiled_min}));
       }
       break;
   }
-  if (use_vector) {
+  if (use_tiled) {
+    r.plan.max_intermediate_bytes = tiled->intermediate;
+    build_cuda_tiled(r, p, *tiled);
+  } else if (use_vector) {
     r.plan.max_intermediate_bytes = vector->intermediate;
     build_vector(r, p, device, *vector, tuning);
   } else {

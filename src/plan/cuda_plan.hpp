@@ -58,12 +58,26 @@ struct CudaComposedShape {
   bool pack_v = false;     // v copied to contiguous float32 rows (P·V runs in float32)
 };
 
+// The tiled (prefill) kernel's launch: grid [row_blocks, Hkv, B]; a block holds block_m packed
+// rows of one key head's group (row r is position r / group of query head r % group) and
+// streams key tiles of block_n. `config` indexes kTiledConfigs (cuda_tables.hpp).
+struct CudaTiledShape {
+  int config = -1;
+  int warps = 0, stages = 0;
+  bool q_in_registers = true;
+  std::int64_t block_m = 0, block_n = 0;
+  std::int64_t rows = 0;  // group × Lq
+  std::int64_t row_blocks = 0;
+  std::int64_t shared_bytes = 0;  // dynamic shared memory per block
+};
+
 struct CudaRoute {
   AttentionPlan plan;
   std::string merge_kernel_name;    // vector, two passes
   std::string softmax_kernel_name;  // composed
   CudaVectorShape vector;
   CudaComposedShape composed;
+  CudaTiledShape tiled;
   Region partials;                      // vector, two passes: [B][Hkv][rows][partitions][Dv + 2]
   Region q_packed, k_packed, v_packed;  // composed
   Region scores, out_rows;              // composed, one step

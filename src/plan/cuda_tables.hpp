@@ -104,3 +104,73 @@ inline constexpr std::int64_t kComposedScoreBudget = std::int64_t{1} << 30;
 inline constexpr int kRowThreads = 256;
 
 }  // namespace heed::plan::cuda
+
+namespace heed::plan::cuda {
+
+// Tiled (prefill) route, FlashAttention-2 style on mma.sync (sm_80 and up; also the route on
+// sm_90a until a wgmma kernel exists). One kernel per (D, Dv) pair below and dtype (float16,
+// bfloat16): each warp holds 16 query rows (its Q fragments in registers where they fit, else
+// read from shared memory per key tile), a block `warps` × 16 rows, and K/V tiles of `block_n`
+// keys stream through a `stages`-deep cp.async ring in shared memory. Every other (D, Dv) and
+// float32 stay on the composed route. Not yet measured on a GPU: the shapes follow
+// FlashAttention-2's sm_80 choices (128-row blocks, 64-key tiles from D 128 up), re-measure
+// with heed_cuda_bench (scripts/gpu-check) before tuning.
+struct TiledConfig {
+  std::int64_t head_dim = 0, value_dim = 0;
+  int warps = 4;                // 16 query rows each: block_m = 16 × warps
+  int block_n = 64;             // keys per tile
+  int stages = 2;               // K/V tiles in flight in the shared-memory ring
+  bool q_in_registers = true;   // else Q fragments are read from shared memory per key tile
+  int min_blocks = 1;           // resident blocks per SM the register budget is cut for
+};
+
+// One 8-warp block per SM everywhere (256 threads, up to 255 registers each): ptxas then uses
+// 198 to 254 registers without spilling (nvcc 13 -Xptxas -v, sm_80 and sm_90a; the per-kernel
+// figures are in docs/design.md §8). Two blocks per SM would need 128 registers: D 64 spills
+// 300 bytes there (the mask's loads), so it is not taken. Q stays in registers up to D 128 (D/4
+// registers); D 192 and 256 read it from shared memory, which keeps them spill-free on sm_80.
+// D 256 takes 32-key tiles so that Q (64 KiB) and two stages of K and V (64 KiB) fit an A100's
+// 163 KiB; every entry fits it (the largest, D 192, takes 144 KiB).
+inline constexpr TiledConfig kTiledConfigs[] = {
+    {64, 64, 8, 64, 2, true, 1},
+    {80, 80, 8, 64, 2, true, 1},
+    {96, 96, 8, 64, 2, true, 1},
+    {128, 128, 8, 64, 2, true, 1},
+    {192, 128, 8, 64, 2, false, 1},
+    {192, 192, 8, 64, 2, false, 1},
+    {256, 256, 8, 32, 2, false, 1},
+};
+inline constexpr int kTiledConfigCount = static_cast<int>(sizeof(kTiledConfigs) / sizeof(kTiledConfigs[0]));
+// Query rows per warp: the M of mma.m16n8k16, one A fragment per 16-key step.
+inline constexpr int kTiledRowsPerWarp = 16;
+
+// The configuration serving (D, Dv), or -1.
+constexpr int tiled_config_index(std::int64_t head_dim, std::int64_t value_dim) {
+  for (int i = 0; i < kTiledConfigCount; ++i) {
+    if (kTiledConfigs[i].head_dim == head_dim && kTiledConfigs[i].value_dim == value_dim) return i;
+  }
+  return -1;
+}
+
+// Shared-memory rows of `chunks` 16-byte chunks: whole groups of 8 chunks are XOR-swizzled
+// (chunk ^ (row & 7)), other widths (D 80, 96) padded to an odd number of chunks (the XOR would
+// leave a partial group). Either way the 8 rows that one ldmatrix phase reads fall in 8
+// different 16-byte bank groups, so the operand reads, the hot path, are free of conflicts;
+// so are the copies into swizzled rows, while a copy phase that crosses a padded row meets a
+// two-way conflict (D 80, 96 only; checked by emulating every layout's addresses).
+constexpr int tiled_row_stride(int chunks) { return chunks % 8 == 0 || chunks % 2 == 1 ? chunks : chunks + 1; }
+
+// Bytes of shared memory of one block: the Q tile (later the output tile), then `stages`
+// K and V tiles. The kernel lays its memory out from the same numbers.
+constexpr std::int64_t tiled_shared_bytes(const TiledConfig& c) {
+  const std::int64_t k_row = tiled_row_stride(static_cast<int>(c.head_dim / 8));
+  const std::int64_t v_row = tiled_row_stride(static_cast<int>(c.value_dim / 8));
+  const std::int64_t q_tile = std::int64_t{kTiledRowsPerWarp} * c.warps * k_row;
+  return 16 * (q_tile + std::int64_t{c.stages} * c.block_n * (k_row + v_row));
+}
+
+// The tiled kernel indexes with 32-bit integers: Lq and Lk below this, packed rows (group × Lq)
+// below twice this, so that diagonals and window bounds cannot overflow.
+inline constexpr std::int64_t kTiledMaxLength = std::int64_t{1} << 29;
+
+}  // namespace heed::plan::cuda

@@ -1,5 +1,6 @@
 #include "heed/plan.hpp"
 
+#include <cstdint>
 #include <cstdio>
 #include <sstream>
 
@@ -89,6 +90,18 @@ bool rows_contiguous(const TensorView& view) {
   return view.last_dim_contiguous() && (view.shape[2] <= 1 || view.strides[2] >= view.shape[3]);
 }
 
+// Every row of a [B, H, L, E] view is whole 16-byte chunks at 16-byte aligned addresses.
+bool rows_wide(const TensorView& view) {
+  const auto element = static_cast<std::int64_t>(size_of(view.dtype));
+  if (view.shape[3] > 1 && view.strides[3] != 1) return false;
+  if ((view.shape[3] * element) % 16 != 0) return false;
+  if (reinterpret_cast<std::uintptr_t>(view.data) % 16 != 0) return false;
+  for (std::size_t axis = 0; axis < 3; ++axis) {
+    if (view.shape[static_cast<int>(axis)] > 1 && (view.strides[axis] * element) % 16 != 0) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void require_backend(Device device) {
@@ -116,6 +129,7 @@ Problem validate_views(const TensorView& q, const TensorView& k, const TensorVie
   }
   Problem problem = validate_problem(q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype, options);
   problem.rows_contiguous = rows_contiguous(q) && rows_contiguous(k) && rows_contiguous(v);
+  problem.rows_wide = rows_wide(q) && rows_wide(k) && rows_wide(v);
   for (const auto& [view, name] : {std::pair{&k, "k"}, {&v, "v"}}) {
     if (!(view->device == q.device)) {
       throw Error(ErrorKind::InvalidArgument, format("[{}] {} is on {} but q is on {}", kOp, name,

@@ -34,6 +34,10 @@ struct Problem {
   // Rows of q, k and v are contiguous and do not overlap (leading dimension >= the row), so
   // BLAS could read them in place were they float32.
   bool rows_contiguous = true;
+  // Rows of q, k and v can be read as whole 16-byte chunks: stride-1 last dimension, the other
+  // strides and the data pointers multiples of 16 bytes (the CUDA tiled kernel's copies). For
+  // shapes alone (contiguous, aligned data): row sizes in whole 16-byte chunks.
+  bool rows_wide = true;
 
   std::int64_t group() const { return kv_heads > 0 ? q_heads / kv_heads : 0; }
   bool empty_output() const { return batch == 0 || q_heads == 0 || q_len == 0 || value_dim == 0; }

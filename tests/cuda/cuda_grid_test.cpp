@@ -12,8 +12,10 @@
 #include <set>
 
 #include "cuda/device_tensor.hpp"
+#include "cuda/tiled_cases.hpp"
 #include "heed/heed.hpp"
 #include "kernels/grid_cases.hpp"
+#include "plan/cuda_tables.hpp"
 #include "support/case_builder.hpp"
 #include "support/problem.hpp"
 
@@ -82,20 +84,31 @@ struct DeviceProblem {
   return ::testing::AssertionSuccess();
 }
 
+// Whether Auto must pick the CUDA tiled route: prefill (more than kVectorMaxRows rows per key
+// head) that the kernel serves, under a cap that holds its score tile.
+bool expect_cuda_tiled(const CaseSpec& spec) {
+  const int config = plan::cuda::tiled_config_index(spec.head_dim, spec.value_dim);
+  if (spec.route != RouteChoice::Auto || !cuda_tiled_serves(spec) || empty_output(spec)) return false;
+  if (spec.kv_heads == 0 || (spec.q_heads / spec.kv_heads) * spec.q_len <= plan::cuda::kVectorMaxRows) return false;
+  const auto& c = plan::cuda::kTiledConfigs[config];
+  return !spec.max_score_bytes || *spec.max_score_bytes >= 16 * c.warps * c.block_n * 4;
+}
+
 void check_case(const CaseSpec& spec) {
   const auto problem = make_problem(spec);
   DeviceProblem device(*problem);
-  if (spec.route == RouteChoice::Tiled) {
+  if (spec.route == RouteChoice::Tiled && !cuda_tiled_serves(spec)) {
     try {
       (void)device.plan();
-      ADD_FAILURE() << "the tiled route is not built for CUDA and must say so";
+      ADD_FAILURE() << "the CUDA tiled route does not serve this dtype, head size or layout and must say so";
     } catch (const Error& error) {
       EXPECT_EQ(error.kind(), ErrorKind::Unsupported) << error.what();
+      EXPECT_NE(std::string(error.what()).find("tiled route cannot serve"), std::string::npos) << error.what();
     }
     return;
   }
-  // Until the tiled CUDA kernel exists, caps that only the CPU's tiled route meets are
-  // rejected with the smallest cap a CUDA route accepts.
+  // Caps that only the CPU's tiled route meets (its tiles shrink to 16 keys; the CUDA tiled
+  // kernel's do not) are rejected with the smallest cap a CUDA route accepts.
   if (spec.max_score_bytes && std::holds_alternative<route::Tiled>(problem->plan().kernel)) {
     try {
       (void)device.plan();
@@ -108,8 +121,13 @@ void check_case(const CaseSpec& spec) {
   const AttentionPlan plan = device.plan();
   SCOPED_TRACE(plan.to_json());
   EXPECT_EQ(plan.device, kGpu);
+  if (expect_cuda_tiled(spec)) {
+    EXPECT_TRUE(std::holds_alternative<route::Tiled>(plan.kernel)) << "prefill the tiled kernel serves";
+    EXPECT_EQ(plan.kernel_name, std::string("heed_cuda_tiled_") + short_name(spec.dtype));
+  }
   switch (spec.route) {
     case RouteChoice::Vector: EXPECT_TRUE(std::holds_alternative<route::Vector>(plan.kernel)); break;
+    case RouteChoice::Tiled: EXPECT_TRUE(std::holds_alternative<route::Tiled>(plan.kernel)); break;
     case RouteChoice::Composed:
       EXPECT_TRUE(std::holds_alternative<route::Composed>(plan.kernel) ||
                   std::holds_alternative<route::ComposedBlocks>(plan.kernel));
@@ -145,6 +163,12 @@ void check_case(const CaseSpec& spec) {
           EXPECT_EQ(d.y, spec.kv_heads);
           EXPECT_EQ(d.z, spec.batch);
           EXPECT_EQ(d.x % vector->blocks, 0) << "x = partitions x row tiles";
+        } else if (const auto* tiled = std::get_if<route::Tiled>(&plan.kernel)) {
+          // [ceil(group x Lq / block_q), Hkv, B]: a block holds block_q rows of a key head's group.
+          EXPECT_EQ(d.x, ceil_div((spec.q_heads / spec.kv_heads) * spec.q_len, tiled->block_q));
+          EXPECT_EQ(d.y, spec.kv_heads);
+          EXPECT_EQ(d.z, spec.batch);
+          EXPECT_EQ(d.count, 1);
         } else {
           EXPECT_EQ(d.y, spec.q_heads);
           EXPECT_EQ(d.z, spec.batch);
@@ -235,6 +259,8 @@ TEST_P(CudaGrid, MatchesOracle) {
 INSTANTIATE_TEST_SUITE_P(Quick, CudaGrid, ::testing::ValuesIn(quick_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Gpu, CudaGrid, ::testing::ValuesIn(cuda_cases()), CaseName());
 INSTANTIATE_TEST_SUITE_P(Long, CudaGrid, ::testing::ValuesIn(long_tier_cases()), CaseName());
+INSTANTIATE_TEST_SUITE_P(Tiled, CudaGrid, ::testing::ValuesIn(tiled_cuda_cases()), CaseName());
+INSTANTIATE_TEST_SUITE_P(LongTiled, CudaGrid, ::testing::ValuesIn(tiled_cuda_long_cases()), CaseName());
 
 }  // namespace
 }  // namespace heed::test

@@ -30,6 +30,7 @@ const char* to_string(Layout layout) {
     case Layout::BLHD: return "blhd";
     case Layout::StridedLast: return "strided_last";
     case Layout::ReversedL: return "reversed_l";
+    case Layout::PaddedWide: return "padded_wide";
   }
   return "unknown";
 }
@@ -92,9 +93,11 @@ Placement place(const Shape& shape, Layout layout) {
       placement.strides = row_major(dims);
       placement.storage_elements = product(dims);
       break;
-    case Layout::Padded: {
+    case Layout::Padded:
+    case Layout::PaddedWide: {
+      const std::int64_t last_pad = layout == Layout::Padded ? 3 : 8;
       std::vector<std::int64_t> physical = dims;
-      for (std::size_t axis = 0; axis < rank; ++axis) physical[axis] += axis + 1 == rank ? 3 : 1;
+      for (std::size_t axis = 0; axis < rank; ++axis) physical[axis] += axis + 1 == rank ? last_pad : 1;
       placement.strides = row_major(physical);
       placement.storage_elements = product(physical);
       break;

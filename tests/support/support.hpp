@@ -29,6 +29,8 @@ enum class Layout {
   BLHD,         // rank 4 [B, H, L, D] stored as [B, L, H, D] (FlashAttention's layout)
   StridedLast,  // last dimension with stride 2
   ReversedL,    // rank 4: dimension 2 with a negative stride
+  PaddedWide,   // every dimension padded, the last by 8 elements: gaps, yet rows of 2-byte
+                // types whose size is a multiple of 16 bytes stay 16-byte aligned
 };
 const char* to_string(Layout layout);
 

@@ -1,0 +1,30 @@
+#pragma once
+// The tiled (prefill) route: a FlashAttention-2 style kernel on mma.sync tensor cores, one
+// instantiation per (dtype, D, Dv) of plan/cuda_tables.hpp's kTiledConfigs.
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/params.hpp"
+#include "plan/cuda_plan.hpp"
+
+namespace heed::cuda {
+
+struct TiledArgs : CallArgs {
+  float scale_log2 = 1.0f;      // scale × log2(e): scores live in the log2 domain
+  std::int64_t rows = 0;        // group × Lq packed rows per (batch, key head)
+  std::int64_t row_blocks = 0;  // ceil(rows / block_m)
+  bool wide_out = false;        // out rows take 16-byte stores (stride-1, 16-byte aligned)
+};
+
+// The plan's tiled launch on `stream`: grid [row_blocks, Hkv, B].
+void run_tiled(const TiledArgs& args, const plan::CudaRoute& route, cudaStream_t stream);
+
+namespace tiled {
+// One kernel's launch (src/cuda/tiled/*.cu instantiate each of the table's entries).
+template <typename T, int D, int Dv>
+void launch(const TiledArgs& args, dim3 grid, cudaStream_t stream);
+}  // namespace tiled
+
+}  // namespace heed::cuda

@@ -1,0 +1,481 @@
+#pragma once
+// The tiled (prefill) kernel, FlashAttention-2 style on the tensor cores of sm_80 and up.
+// - A block holds block_m = 16 × warps packed rows of one (batch, key head): row r is
+//   position r / group of query head r % group, so each K/V tile serves the whole group.
+// - Each warp owns 16 rows: S = Q·Kᵀ and O += P·V with mma.sync m16n8k16 (float32
+//   accumulation); operands come from shared memory through ldmatrix (.trans for V), the
+//   weights P straight from the score registers.
+// - K/V tiles of block_n keys stream through a cp.async ring of `stages` tiles; tiles that no
+//   row of the block can see (causal, window) are never loaded.
+// - Online softmax in the log2 domain: each lane holds two rows' maxima and partial sums.
+// Tile shapes: plan/cuda_tables.hpp (kTiledConfigs), read by the planner too.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <atomic>
+#include <cstdint>
+#include <type_traits>
+
+#include "cuda/check.hpp"
+#include "cuda/common.cuh"
+#include "cuda/tiled.hpp"
+#include "cuda/tiled_layout.hpp"
+#include "plan/cuda_tables.hpp"
+
+namespace heed::cuda::tiled {
+
+template <int D, int Dv>
+struct Traits {
+  static constexpr int kIndex = plan::cuda::tiled_config_index(D, Dv);
+  static_assert(kIndex >= 0, "no entry of kTiledConfigs serves this (D, Dv)");
+  static constexpr int kWarps = plan::cuda::kTiledConfigs[kIndex].warps;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kBlockM = plan::cuda::kTiledRowsPerWarp * kWarps;
+  static constexpr int kBlockN = plan::cuda::kTiledConfigs[kIndex].block_n;
+  static constexpr int kStages = plan::cuda::kTiledConfigs[kIndex].stages;
+  static constexpr bool kQInRegisters = plan::cuda::kTiledConfigs[kIndex].q_in_registers;
+  static constexpr int kMinBlocks = plan::cuda::kTiledConfigs[kIndex].min_blocks;
+  static constexpr int kChunksK = D / 8, kChunksV = Dv / 8;  // 16-byte chunks of a row
+  static constexpr int kStrideK = plan::cuda::tiled_row_stride(kChunksK);
+  static constexpr int kStrideV = plan::cuda::tiled_row_stride(kChunksV);
+  // Shared memory in 16-byte chunks: the Q tile (then the output tile), then the ring.
+  static constexpr int kQTile = kBlockM * kStrideK;
+  static constexpr int kKTile = kBlockN * kStrideK, kVTile = kBlockN * kStrideV;
+  static constexpr int kStage = kKTile + kVTile;
+  static constexpr int kSharedBytes =
+      static_cast<int>(plan::cuda::tiled_shared_bytes(plan::cuda::kTiledConfigs[kIndex]));
+  static_assert(kSharedBytes == 16 * (kQTile + kStages * kStage), "the planner's shared-memory size");
+  static_assert(D % 16 == 0 && Dv % 16 == 0 && kBlockN % 16 == 0, "whole mma steps");
+  static_assert(Dv <= D, "the output tile reuses the Q tile's rows");
+  static_assert(kStages >= 2, "the ring overlaps one tile's copies with another's compute");
+};
+
+__device__ __forceinline__ unsigned shared_address(const void* pointer) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(pointer));
+}
+
+// 16 bytes global -> shared, asynchronously; `valid` false writes zeros and reads nothing.
+__device__ __forceinline__ void copy_async(unsigned shared, const void* global, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared), "l"(global), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void wait_async() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+__device__ __forceinline__ void load_matrix(unsigned address, std::uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+__device__ __forceinline__ void load_matrix_transposed(unsigned address, std::uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+// c += a (16×16, row-major fragments) · b (16×8, column-major fragments), float32 accumulators.
+template <typename T>
+__device__ __forceinline__ void mma(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+  if constexpr (std::is_same_v<T, __half>) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// Two floats as one register of T pairs, `low` in the low half (the lower column).
+template <typename T>
+__device__ __forceinline__ std::uint32_t pack(float low, float high) {
+  if constexpr (std::is_same_v<T, __half>) {
+    const __half2 pair = __floats2half2_rn(low, high);
+    return *reinterpret_cast<const std::uint32_t*>(&pair);
+  } else {
+    const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
+    return *reinterpret_cast<const std::uint32_t*>(&pair);
+  }
+}
+
+// 2^x (ex2.approx: relative error about 2^-22; 2^-inf = 0).
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// The row statistics a lane's two rows share with the other three lanes of their quad.
+__device__ __forceinline__ float quad_max(float value) {
+  value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, 1));
+  return fmaxf(value, __shfl_xor_sync(0xffffffffu, value, 2));
+}
+__device__ __forceinline__ float quad_sum(float value) {
+  value += __shfl_xor_sync(0xffffffffu, value, 1);
+  return value + __shfl_xor_sync(0xffffffffu, value, 2);
+}
+
+// Score element (j, e) of a lane's fragments: row half e / 2 (rows g and g + 8 of the warp),
+// column 8j + 2·(lane % 4) + e % 2 of the tile.
+template <int kNTiles>
+using Scores = float[kNTiles][4];
+
+// The array mask's verdict on the visible scores of one tile: M is the mask's element type;
+// boolean masks hide scores (-inf), additive ones add their value (in log2 units). `row[half]`
+// is the element offset of (row, key n0 + 2·(lane % 4)); kUnit: the keys' stride is 1, so
+// every read is an immediate offset from one pointer per row.
+template <typename M, bool kBool, bool kUnit, int kNTiles>
+__device__ __forceinline__ void apply_mask_rows(Scores<kNTiles>& s, const MaskArgs& mask,
+                                                const std::int64_t (&row)[2], int quad_col, const int (&lo)[2],
+                                                const int (&hi)[2]) {
+  const std::int64_t stride = kUnit ? 1 : mask.strides.s[3];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const M* data = static_cast<const M*>(mask.data) + row[half];
+#pragma unroll
+    for (int j = 0; j < kNTiles; ++j) {
+#pragma unroll
+      for (int x = 0; x < 2; ++x) {
+        const int col = 8 * j + 2 * quad_col + x;
+        if (col < lo[half] || col > hi[half]) continue;
+        const M value = data[(8 * j + x) * stride];
+        if constexpr (kBool) {
+          if (value == 0) s[j][2 * half + x] = -INFINITY;
+        } else {
+          s[j][2 * half + x] += to_float(value) * kLog2e;
+        }
+      }
+    }
+  }
+}
+
+template <typename M, bool kBool, int kNTiles>
+__device__ __forceinline__ void apply_mask(Scores<kNTiles>& s, const MaskArgs& mask, const std::int64_t (&row)[2],
+                                           int quad_col, const int (&lo)[2], const int (&hi)[2]) {
+  if (mask.strides.s[3] == 1) {
+    apply_mask_rows<M, kBool, true, kNTiles>(s, mask, row, quad_col, lo, hi);
+  } else {
+    apply_mask_rows<M, kBool, false, kNTiles>(s, mask, row, quad_col, lo, hi);
+  }
+}
+
+template <typename T, int D, int Dv>
+__global__ void __launch_bounds__(Traits<D, Dv>::kThreads, Traits<D, Dv>::kMinBlocks)
+    tiled_kernel(const TiledArgs a) {
+  using Tr = Traits<D, Dv>;
+  using KLayout = RowLayout<Tr::kChunksK>;
+  using VLayout = RowLayout<Tr::kChunksV>;
+  constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kStages = Tr::kStages;
+  constexpr int kNTiles = kBlockN / 8;  // 8-key score fragments per tile
+  constexpr int kOTiles = Dv / 8;       // 8-column output fragments
+  extern __shared__ uint4 shared[];
+  uint4* const q_tile = shared;
+  uint4* const ring = shared + Tr::kQTile;
+
+  const Geometry& g = a.g;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int quad_row = lane >> 2, quad_col = lane & 3;
+  const std::int64_t b = blockIdx.z, kv_head = blockIdx.y;
+  // Row blocks last first: under causal masking the last positions see the most keys.
+  const int row0 = static_cast<int>((a.row_blocks - 1 - blockIdx.x) * kBlockM);
+  // Lengths below 2^29 and rows below 2^30 (the planner's kTiledMaxLength): 32-bit indices.
+  const int rows = static_cast<int>(a.rows), group = static_cast<int>(g.group);
+  const int kv_len = static_cast<int>(g.kv_len), q_len = static_cast<int>(g.q_len), offset = kv_len - q_len;
+  // A window of Lq + Lk keys or more bounds nothing; clamped there it fits an int.
+  const int window = g.window > 0 ? static_cast<int>(min(g.window, g.kv_len + g.q_len)) : 0;
+
+  // Keys any row of the block can see: [key_begin, key_end); diagonals of its first and last row.
+  const int row_last = min(row0 + kBlockM, rows) - 1;
+  const int diag_first = row0 / group + offset, diag_last = row_last / group + offset;
+  int key_begin = 0, key_end = kv_len;
+  if (g.causal) key_end = min(max(diag_last + 1, 0), kv_len);
+  if (window > 0) key_begin = min(max(diag_first - window + 1, 0), kv_len);
+  const int tile_first = key_begin / kBlockN;
+  const int n_tiles = key_begin < key_end ? (key_end + kBlockN - 1) / kBlockN - tile_first : 0;
+
+  // This lane's two rows (g and g + 8 of its warp): their visible keys [key_lo, key_hi].
+  int key_lo[2], key_hi[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = row0 + warp * 16 + quad_row + 8 * half;
+    const int diagonal = r / group + offset;
+    key_lo[half] = window > 0 ? diagonal - window + 1 : 0;
+    key_hi[half] = r >= rows ? -1 : g.causal ? min(diagonal, kv_len - 1) : kv_len - 1;
+  }
+
+  // Q: each warp copies its own 16 rows (zeros past the last row).
+  {
+    const T* q_batch = static_cast<const T*>(a.q) + b * a.q_strides.s[0];
+#pragma unroll
+    for (int i = 0; i < D / 16; ++i) {
+      const int index = lane + 32 * i;
+      const int r = warp * 16 + index / Tr::kChunksK, c = index % Tr::kChunksK;
+      const int row = row0 + r;
+      const bool valid = row < rows;
+      const T* source = q_batch;
+      if (valid) {
+        source += (kv_head * group + row % group) * a.q_strides.s[1] + std::int64_t(row / group) * a.q_strides.s[2] +
+                  8 * c;
+      }
+      copy_async(shared_address(q_tile + KLayout::at(r, c)), source, valid);
+    }
+    commit_async();
+  }
+
+  const T* k_head = static_cast<const T*>(a.k) + b * a.k_strides.s[0] + kv_head * a.k_strides.s[1];
+  const T* v_head = static_cast<const T*>(a.v) + b * a.v_strides.s[0] + kv_head * a.v_strides.s[1];
+  // Copies key tile `tile` into ring stage `stage`; keys past Lk are zeros.
+  const auto load_tile = [&](int tile, int stage) {
+    const std::int64_t n0 = std::int64_t(tile) * kBlockN;
+    uint4* const k_tile = ring + stage * Tr::kStage;
+    uint4* const v_tile = k_tile + Tr::kKTile;
+    constexpr int kKChunks = kBlockN * Tr::kChunksK, kVChunks = kBlockN * Tr::kChunksV;
+#pragma unroll
+    for (int i = 0; i < (kKChunks + Tr::kThreads - 1) / Tr::kThreads; ++i) {
+      const int index = threadIdx.x + i * Tr::kThreads;
+      if (kKChunks % Tr::kThreads == 0 || index < kKChunks) {
+        const int r = index / Tr::kChunksK, c = index % Tr::kChunksK;
+        const bool valid = n0 + r < kv_len;
+        copy_async(shared_address(k_tile + KLayout::at(r, c)),
+                   k_head + (valid ? n0 + r : 0) * a.k_strides.s[2] + 8 * c, valid);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < (kVChunks + Tr::kThreads - 1) / Tr::kThreads; ++i) {
+      const int index = threadIdx.x + i * Tr::kThreads;
+      if (kVChunks % Tr::kThreads == 0 || index < kVChunks) {
+        const int r = index / Tr::kChunksV, c = index % Tr::kChunksV;
+        const bool valid = n0 + r < kv_len;
+        copy_async(shared_address(v_tile + VLayout::at(r, c)),
+                   v_head + (valid ? n0 + r : 0) * a.v_strides.s[2] + 8 * c, valid);
+      }
+    }
+  };
+
+  // The pipeline's first stages; a group is committed even when empty, so that group counts
+  // (and cp.async.wait_group) stay the same for every block.
+#pragma unroll
+  for (int stage = 0; stage < kStages - 1; ++stage) {
+    if (stage < n_tiles) load_tile(tile_first + stage, stage);
+    commit_async();
+  }
+
+  // ldmatrix addresses (tiled_layout.hpp): this warp's Q rows, K rows and V rows (transposed).
+  FragmentAddress<Tr::kChunksK> q_address, k_address;
+  FragmentAddress<Tr::kChunksV> v_address;
+  q_address.init(shared_address(q_tile), warp * 16 + q_lane(lane).row, q_lane(lane).chunk);
+  k_address.init(shared_address(ring), k_lane(lane).row, k_lane(lane).chunk);
+  v_address.init(shared_address(ring + Tr::kKTile), v_lane(lane).row, v_lane(lane).chunk);
+
+  std::uint32_t q_fragments[Tr::kQInRegisters ? D / 16 : 1][4];
+  if constexpr (Tr::kQInRegisters) {
+    wait_async<kStages - 1>();  // this lane's Q copies (older than the ring's)
+    __syncwarp();               // and its warp's
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) load_matrix(q_address.at(0, 2 * kk), q_fragments[kk]);
+  }
+
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+  float o[kOTiles][4];
+#pragma unroll
+  for (int j = 0; j < kOTiles; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
+
+  for (int step = 0; step < n_tiles; ++step) {
+    wait_async<kStages - 2>();  // this thread's copies of tile `step`
+    __syncthreads();            // everyone's; and every warp is done with the stage refilled next
+    if (step + kStages - 1 < n_tiles) load_tile(tile_first + step + kStages - 1, (step + kStages - 1) % kStages);
+    commit_async();
+    const unsigned stage_bytes = 16u * static_cast<unsigned>((step % kStages) * Tr::kStage);
+
+    // S = Q·Kᵀ for this warp's 16 rows and the tile's keys.
+    float s[kNTiles][4];
+#pragma unroll
+    for (int j = 0; j < kNTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[j][e] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      std::uint32_t qa[4];
+      if constexpr (Tr::kQInRegisters) {
+#pragma unroll
+        for (int x = 0; x < 4; ++x) qa[x] = q_fragments[kk][x];
+      } else {
+        load_matrix(q_address.at(0, 2 * kk), qa);
+      }
+#pragma unroll
+      for (int p = 0; p < kBlockN / 16; ++p) {
+        std::uint32_t kb[4];
+        load_matrix(k_address.at(16 * p, 2 * kk) + stage_bytes, kb);
+        mma<T>(s[2 * p], qa, kb[0], kb[1]);
+        mma<T>(s[2 * p + 1], qa, kb[2], kb[3]);
+      }
+    }
+
+    // To the log2 domain; -inf where the key is out of the row's reach or the mask hides it.
+    const int n0 = (tile_first + step) * kBlockN;
+    const bool edge = n0 + kBlockN > kv_len || (g.causal && n0 + kBlockN - 1 > diag_first) ||
+                      (window > 0 && n0 <= diag_last - window);
+    if (edge || g.mask.kind != MaskType::None) {
+      int lo[2], hi[2];  // visible columns [lo, hi] of the tile per row half
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        lo[half] = min(max(key_lo[half] - n0, 0), kBlockN);
+        hi[half] = min(max(key_hi[half] - n0, -1), kBlockN - 1);
+      }
+#pragma unroll
+      for (int j = 0; j < kNTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = 8 * j + 2 * quad_col + (e & 1), half = e >> 1;
+          s[j][e] = col >= lo[half] && col <= hi[half] ? s[j][e] * a.scale_log2 : -INFINITY;
+        }
+      if (g.mask.kind != MaskType::None) {
+        // The mask's offsets of this lane's rows (a row past the last is never read: hi = -1).
+        std::int64_t mask_row[2];
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int r = min(row0 + warp * 16 + quad_row + 8 * half, rows - 1);
+          mask_row[half] = b * g.mask.strides.s[0] + (kv_head * group + r % group) * g.mask.strides.s[1] +
+                           std::int64_t(r / group) * g.mask.strides.s[2] +
+                           std::int64_t(n0 + 2 * quad_col) * g.mask.strides.s[3];
+        }
+        switch (g.mask.kind == MaskType::Bool ? ElementType::Bool : g.mask.type) {
+          case ElementType::Bool:
+            apply_mask<unsigned char, true, kNTiles>(s, g.mask, mask_row, quad_col, lo, hi);
+            break;
+          case ElementType::Float16: apply_mask<__half, false, kNTiles>(s, g.mask, mask_row, quad_col, lo, hi); break;
+          case ElementType::BFloat16:
+            apply_mask<__nv_bfloat16, false, kNTiles>(s, g.mask, mask_row, quad_col, lo, hi);
+            break;
+          case ElementType::Float32: apply_mask<float, false, kNTiles>(s, g.mask, mask_row, quad_col, lo, hi); break;
+        }
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < kNTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[j][e] *= a.scale_log2;
+    }
+
+    // Online softmax: new maxima, the old state rescaled, weights P = 2^(s - max). A row that
+    // has seen no key yet keeps max -inf and takes frame 0, so its weights are 0, not NaN.
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < kNTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[j][e]);
+    float frame[2], rescale[2], tile_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float new_max = fmaxf(row_max[half], quad_max(tile_max[half]));
+      frame[half] = new_max == -INFINITY ? 0.0f : new_max;
+      rescale[half] = exp2_approx(row_max[half] - frame[half]);
+      row_max[half] = new_max;
+    }
+#pragma unroll
+    for (int j = 0; j < kNTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[j][e] = exp2_approx(s[j][e] - frame[e >> 1]);
+        tile_sum[e >> 1] += s[j][e];
+      }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) row_sum[half] = row_sum[half] * rescale[half] + tile_sum[half];
+#pragma unroll
+    for (int j = 0; j < kOTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[j][e] *= rescale[e >> 1];
+
+    // O += P·V: the score fragments of keys 16kk..16kk+15 are the A fragment of step kk.
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      const std::uint32_t pa[4] = {pack<T>(s[2 * kk][0], s[2 * kk][1]), pack<T>(s[2 * kk][2], s[2 * kk][3]),
+                                   pack<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                   pack<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int p = 0; p < Dv / 16; ++p) {
+        std::uint32_t vb[4];
+        load_matrix_transposed(v_address.at(16 * kk, 2 * p) + stage_bytes, vb);
+        mma<T>(o[2 * p], pa, vb[0], vb[1]);
+        mma<T>(o[2 * p + 1], pa, vb[2], vb[3]);
+      }
+    }
+  }
+  wait_async<0>();
+
+  // out = O / (sum + 2^sink), in the frame of the row's maximum; rows that saw no key are zeros.
+  float factor[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const float total = quad_sum(row_sum[half]);
+    const int r = row0 + warp * 16 + quad_row + 8 * half;
+    factor[half] = 0.0f;
+    if (r < rows && row_max[half] != -INFINITY) {
+      if (g.sinks.data != nullptr) {
+        const float sink = sink_logit(g.sinks, kv_head * group + r % group) * kLog2e;
+        const float top = fmaxf(row_max[half], sink);
+        const float keep = exp2_approx(row_max[half] - top);
+        factor[half] = keep / (total * keep + exp2_approx(sink - top));
+      } else {
+        factor[half] = 1.0f / total;
+      }
+    }
+  }
+
+  // Through this warp's own rows of the Q tile, to 16-byte stores of whole output rows.
+  __syncwarp();  // the warp's last reads of its Q rows (when Q stays in shared memory)
+  uint4* const staging = q_tile + warp * 16 * Tr::kStrideK;
+  auto* const words = reinterpret_cast<std::uint32_t*>(staging);
+#pragma unroll
+  for (int j = 0; j < kOTiles; ++j)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      words[4 * VLayout::at(quad_row + 8 * half, j) + quad_col] =
+          pack<T>(o[j][2 * half] * factor[half], o[j][2 * half + 1] * factor[half]);
+    }
+  __syncwarp();
+  T* const out_batch = static_cast<T*>(a.out) + b * a.out_strides.s[0];
+#pragma unroll
+  for (int i = 0; i < Dv / 16; ++i) {
+    const int index = lane + 32 * i;
+    const int r = index / Tr::kChunksV, c = index % Tr::kChunksV;
+    const int row = row0 + warp * 16 + r;
+    if (row >= rows) continue;
+    T* const destination = out_batch + (kv_head * group + row % group) * a.out_strides.s[1] +
+                           std::int64_t(row / group) * a.out_strides.s[2];
+    const uint4 chunk = staging[VLayout::at(r, c)];
+    if (a.wide_out) {
+      *reinterpret_cast<uint4*>(destination + 8 * c) = chunk;
+    } else {
+      const T* elements = reinterpret_cast<const T*>(&chunk);
+#pragma unroll
+      for (int x = 0; x < 8; ++x) destination[(8 * c + x) * a.out_strides.s[3]] = elements[x];
+    }
+  }
+}
+
+// Sets the kernel's shared-memory limit once per device (bit per device index), then launches.
+template <typename T, int D, int Dv>
+void launch(const TiledArgs& args, dim3 grid, cudaStream_t stream) {
+  using Tr = Traits<D, Dv>;
+  static std::atomic<std::uint64_t> configured{0};
+  int device = 0;
+  check(cudaGetDevice(&device), "heed::attention", "cudaGetDevice");
+  const std::uint64_t bit = std::uint64_t{1} << (device & 63);
+  if ((configured.load(std::memory_order_acquire) & bit) == 0) {
+    check(cudaFuncSetAttribute(tiled_kernel<T, D, Dv>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSharedBytes),
+          "heed::attention", "cudaFuncSetAttribute (tiled shared memory)");
+    configured.fetch_or(bit, std::memory_order_acq_rel);
+  }
+  tiled_kernel<T, D, Dv><<<grid, Tr::kThreads, Tr::kSharedBytes, stream>>>(args);
+}
+
+}  // namespace heed::cuda::tiled

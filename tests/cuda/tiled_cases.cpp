@@ -1,0 +1,126 @@
+#include "cuda/tiled_cases.hpp"
+
+#include <string>
+
+#include "plan/cuda_tables.hpp"
+#include "support/case_builder.hpp"
+
+namespace heed::test {
+namespace {
+
+constexpr DType f16 = DType::Float16;
+constexpr DType bf16 = DType::BFloat16;
+using MK = MaskKind;
+using L = Layout;
+constexpr RouteChoice kTiled = RouteChoice::Tiled;
+
+std::string dims_name(std::int64_t head_dim, std::int64_t value_dim) {
+  return head_dim == value_dim ? "d" + std::to_string(head_dim)
+                               : "d" + std::to_string(head_dim) + "_dv" + std::to_string(value_dim);
+}
+
+// Every built (D, Dv) in both dtypes: GQA 2:1 with lengths off the tiles (150 x 200), and a
+// causal square of 257 (the diagonal crosses a tile inside a row block); large head sizes
+// with one batch to keep the oracle quick.
+void append_head_sizes(std::vector<CaseSpec>& cases) {
+  for (const auto& c : plan::cuda::kTiledConfigs) {
+    for (DType dtype : {f16, bf16}) {
+      const std::string name = std::string("tiled_") + short_name(dtype) + "_" + dims_name(c.head_dim, c.value_dim);
+      const std::int64_t batch = c.head_dim >= 192 ? 1 : 2;
+      cases.push_back(Make(name, batch, 4, 2, 150, 200, c.head_dim, c.value_dim, dtype));
+      cases.push_back(Make(name + "_causal", 1, 4, 4, 257, 257, c.head_dim, c.value_dim, dtype).causal());
+    }
+  }
+}
+
+}  // namespace
+
+bool cuda_tiled_serves(const CaseSpec& spec) {
+  if (spec.dtype != f16 && spec.dtype != bf16) return false;
+  if (plan::cuda::tiled_config_index(spec.head_dim, spec.value_dim) < 0) return false;
+  return spec.layout != L::Padded && spec.layout != L::StridedLast;
+}
+
+std::vector<CaseSpec> tiled_cuda_cases() {
+  std::vector<CaseSpec> cases;
+  append_head_sizes(cases);
+  const std::vector<CaseSpec> options = {
+      // Causal bottom-right with Lq != Lk; rows of Lq > Lk before the first key are zeros.
+      Make("tiled_causal_lq_lt_lk", 1, 4, 2, 70, 300, 128, 128, bf16).causal(),
+      Make("tiled_causal_lq_gt_lk", 1, 4, 2, 200, 70, 64, 64, f16).causal().masked_rows(),
+      Make("tiled_lq_gt_lk", 1, 2, 2, 300, 45, 96, 96, bf16),
+      // Sliding windows: tiles skipped at both ends, a window of one key, a window inside a tile.
+      Make("tiled_window130_skips_tiles", 1, 2, 1, 600, 600, 64, 64, bf16).window(130),
+      Make("tiled_window1", 1, 4, 2, 90, 90, 128, 128, f16).window(1),
+      Make("tiled_window64_lq_lt_lk", 1, 4, 2, 100, 700, 128, 128, f16).window(64),
+      Make("tiled_window_d256", 1, 2, 2, 200, 260, 256, 256, bf16).window(70),
+      // Array masks read tile by tile with broadcast strides, combined with causal too.
+      Make("tiled_bool2d", 1, 4, 2, 130, 200, 64, 64, f16).mask(MK::Bool2D).masked_rows(),
+      Make("tiled_bool4d_gqa4", 2, 8, 2, 40, 150, 128, 128, bf16).mask(MK::Bool4D).masked_rows(),
+      Make("tiled_bool_expanded", 2, 3, 3, 33, 140, 80, 80, f16).mask(MK::BoolExpanded).masked_rows(),
+      Make("tiled_key_padding", 3, 4, 2, 50, 300, 128, 128, bf16).mask(MK::KeyPadding).masked_rows(),
+      Make("tiled_additive_f32_mask", 1, 4, 2, 60, 130, 64, 64, f16).mask(MK::Additive).masked_rows(),
+      Make("tiled_additive_f16_mask", 1, 4, 4, 45, 100, 96, 96, f16).mask(MK::Additive, f16).masked_rows(),
+      Make("tiled_additive_bf16_mask_causal", 1, 4, 2, 90, 90, 128, 128, bf16)
+          .mask(MK::Additive, bf16).causal().masked_rows(),
+      Make("tiled_bool2d_strided_mask", 1, 2, 2, 40, 140, 64, 64, bf16).mask(MK::Bool2D)
+          .mask_layout(L::StridedLast).masked_rows(),
+      Make("tiled_bool4d_permuted_mask_window", 1, 4, 2, 64, 200, 64, 64, f16).mask(MK::Bool4D)
+          .mask_layout(L::BLHD).window(50).masked_rows(),
+      // Sinks: in the denominator only; rows fully masked stay zeros with sinks.
+      Make("tiled_sinks_gqa", 1, 8, 2, 70, 200, 64, 64, bf16).sinks(bf16),
+      Make("tiled_sinks_window_mqa", 1, 8, 1, 100, 300, 64, 64, bf16).sinks().window(40),
+      Make("tiled_sinks_masked_rows", 1, 4, 2, 40, 90, 128, 128, f16).mask(MK::Additive).sinks(f16).masked_rows(),
+      Make("tiled_sinks_strided", 1, 4, 1, 40, 120, 192, 128, bf16).sinks(f16).sinks_layout(L::StridedLast),
+      // GQA 4:1 and MQA: rows of several heads in one block, a group that does not divide the
+      // block (3 heads: rows 3 x 50), GQA whose rows fit one block.
+      Make("tiled_gqa4_causal", 2, 8, 2, 100, 100, 128, 128, bf16).causal(),
+      Make("tiled_mqa_group3", 1, 3, 1, 50, 129, 64, 64, f16).causal(),
+      Make("tiled_mqa_group8_short", 1, 8, 1, 9, 77, 80, 80, bf16),
+      // Lengths off the tile: 17 rows, 1 key, 129 and 1000 keys; several row blocks per head.
+      Make("tiled_17x1", 1, 2, 2, 17, 1, 64, 64, f16),
+      Make("tiled_33x129", 2, 2, 2, 33, 129, 128, 128, bf16),
+      Make("tiled_1000_rows", 1, 1, 1, 1000, 300, 64, 64, f16).causal(),
+      Make("tiled_keys_1000", 1, 2, 1, 20, 1000, 96, 96, bf16),
+      // Layouts: [B, L, H, D] in and out (16-byte stores), padded rows with gaps (16-byte loads
+      // and stores), a negative stride, and an output whose rows take element stores.
+      Make("tiled_blhd", 2, 4, 2, 60, 130, 128, 128, bf16).layout(L::BLHD).out_layout(L::BLHD).causal(),
+      Make("tiled_padded_wide", 1, 4, 2, 50, 100, 64, 64, f16).layout(L::PaddedWide).out_layout(L::PaddedWide),
+      Make("tiled_reversed_l", 1, 2, 2, 40, 90, 64, 64, bf16).layout(L::ReversedL).out_layout(L::ReversedL),
+      Make("tiled_strided_out", 1, 2, 2, 30, 80, 64, 64, f16).layout(L::BLHD).out_layout(L::StridedLast),
+      Make("tiled_padded_out", 1, 2, 2, 30, 80, 80, 80, bf16).out_layout(L::Padded),
+      // Not served: rows that are not whole 16-byte chunks go composed (forced: Unsupported).
+      Make("tiled_strided_last_composed", 1, 2, 2, 40, 60, 64, 64, bf16).layout(L::StridedLast),
+      Make("tiled_forced_strided_last", 1, 2, 2, 40, 60, 64, 64, bf16).layout(L::StridedLast).route(kTiled),
+      Make("tiled_forced_f32", 1, 2, 2, 40, 60, 64, 64, DType::Float32).route(kTiled),
+      Make("tiled_forced_d512", 1, 2, 2, 40, 60, 512, 512, bf16).route(kTiled),
+      // Scale: large logits, and a negative scale (the maxima are of the scaled scores).
+      Make("tiled_large_logits", 1, 2, 2, 50, 200, 64, 64, f16).scale(1.0),
+      Make("tiled_negative_scale", 1, 2, 2, 50, 200, 128, 128, bf16).scale(-0.2),
+      // Forced: decode rows on the tiled kernel, with sinks; and no keys at all.
+      Make("tiled_forced_decode", 2, 8, 2, 1, 300, 128, 128, bf16).sinks().route(kTiled),
+      Make("tiled_forced_keypad_decode", 2, 4, 1, 2, 100, 64, 64, f16).mask(MK::KeyPadding).route(kTiled)
+          .masked_rows(),
+      Make("tiled_no_keys", 1, 4, 2, 30, 0, 64, 64, bf16).masked_rows(),
+      Make("tiled_forced_no_keys_sinks", 1, 4, 2, 30, 0, 128, 128, f16).sinks().route(kTiled).masked_rows(),
+      // Caps: the score tile (128 x 64 x 4 bytes) fits; below it prefill goes composed in blocks.
+      Make("tiled_cap_fits", 1, 4, 2, 100, 200, 128, 128, bf16).cap(128 * 64 * 4),
+      Make("tiled_cap_below_tile", 1, 4, 2, 100, 200, 128, 128, bf16).cap(128 * 64 * 4 - 4),
+  };
+  cases.insert(cases.end(), options.begin(), options.end());
+  return cases;
+}
+
+std::vector<CaseSpec> tiled_cuda_long_cases() {
+  if (!long_tier()) return {};
+  return {
+      Make("long_tiled_2048_causal_gqa4_bf16", 1, 8, 2, 2048, 2048, 128, 128, bf16).causal(),
+      Make("long_tiled_4097x1000_f16", 1, 2, 1, 1000, 4097, 64, 64, f16),
+      Make("long_tiled_d256_1000_causal", 1, 4, 2, 1000, 1000, 256, 256, bf16).causal(),
+      Make("long_tiled_d192_dv128_window", 1, 8, 1, 1500, 1500, 192, 128, f16).window(256).sinks(),
+      Make("long_tiled_keypad_batch8", 8, 12, 12, 129, 513, 64, 64, bf16).mask(MK::KeyPadding).masked_rows(),
+      Make("long_tiled_blhd_causal", 2, 8, 8, 1000, 1000, 96, 96, f16).layout(L::BLHD).out_layout(L::BLHD).causal(),
+  };
+}
+
+}  // namespace heed::test
