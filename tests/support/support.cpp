@@ -114,6 +114,7 @@ Placement place(const Shape& shape, Layout layout) {
       std::vector<std::int64_t> physical = dims;
       if (rank > 0) physical[rank - 1] *= 2;
       placement.strides = row_major(physical);
+      if (rank > 0) placement.strides[rank - 1] = 2;  // every other element of the doubled rows
       placement.storage_elements = product(physical);
       break;
     }
