@@ -1,6 +1,5 @@
 #include "heed/shape.hpp"
 
-#include <sstream>
 #include <string>
 
 #include "core/format.hpp"

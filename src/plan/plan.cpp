@@ -2,7 +2,6 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <sstream>
 
 #include "core/format.hpp"
 #include "heed/error.hpp"
@@ -65,21 +64,20 @@ std::string kernel_json(const Kernel& kernel) {
 }  // namespace
 
 std::string AttentionPlan::to_json() const {
-  std::ostringstream out;
-  out << "{\"device\": " << json_string(device.to_string()) << ", \"dtype\": \"" << to_string(dtype)
-      << "\", \"kernel\": " << kernel_json(kernel) << ", \"kernel_name\": " << json_string(kernel_name)
-      << ", \"workers\": " << workers << ", \"scratch_bytes\": " << scratch_bytes
-      << ", \"max_intermediate_bytes\": " << max_intermediate_bytes
-      << ", \"capped\": " << (capped ? "true" : "false") << ", \"buffers\": [";
+  std::string out = format("{\"device\": {}, \"dtype\": \"{}\", \"kernel\": {}, \"kernel_name\": {}, \"workers\": {}, "
+                           "\"scratch_bytes\": {}, \"max_intermediate_bytes\": {}, \"capped\": {}, \"buffers\": [",
+                           json_string(device.to_string()), to_string(dtype), kernel_json(kernel),
+                           json_string(kernel_name), workers, scratch_bytes, max_intermediate_bytes,
+                           capped ? "true" : "false");
   for (std::size_t i = 0; i < buffers.size(); ++i) {
     const ScratchBuffer& b = buffers[i];
-    out << (i ? ", " : "") << "{\"name\": " << json_string(b.name) << ", \"offset\": " << b.offset
-        << ", \"bytes\": " << b.bytes << ", \"slices\": " << b.slices << "}";
+    out += format("{}{\"name\": {}, \"offset\": {}, \"bytes\": {}, \"slices\": {}}", i ? ", " : "",
+                  json_string(b.name), b.offset, b.bytes, b.slices);
   }
-  out << "], \"explanation\": [";
-  for (std::size_t i = 0; i < reasons.size(); ++i) out << (i ? ", " : "") << json_string(reasons[i]);
-  out << "]}";
-  return out.str();
+  out += "], \"explanation\": [";
+  for (std::size_t i = 0; i < reasons.size(); ++i) out += format("{}{}", i ? ", " : "", json_string(reasons[i]));
+  out += "]}";
+  return out;
 }
 
 namespace plan {
