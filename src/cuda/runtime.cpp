@@ -77,6 +77,7 @@ const plan::CudaDeviceInfo& device_info(Device device, const char* op) {
     info.name = prop.name;
     const char* vector = std::getenv("HEED_CUDA_VECTOR");
     info.vector_fma = vector != nullptr && std::string(vector) == "fma";
+    info.vector_mma = vector != nullptr && std::string(vector) == "mma";
     infos[i] = info;
   });
   return infos[i];

@@ -135,7 +135,8 @@ std::optional<VectorFit> fit_vector(const Problem& p, const CudaDeviceInfo& devi
   }
   const auto cap = p.max_score_bytes ? static_cast<std::size_t>(*p.max_score_bytes)
                                      : std::numeric_limits<std::size_t>::max();
-  if (p.dtype != DType::Float32 && !device.vector_fma && p.head_dim > 0) {
+  const bool enough_rows = device.vector_mma || p.group() * p.q_len >= kVectorMmaMinRows;
+  if (p.dtype != DType::Float32 && !device.vector_fma && enough_rows && p.head_dim > 0) {
     if (const auto mma = fit_vector_mma(p, device)) {
       min_cap = std::min(min_cap, mma->intermediate);
       if (mma->intermediate <= cap) return mma;
@@ -254,7 +255,13 @@ void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, 
   } else {
     reasons.push_back(format("vector kernel: CUDA cores ({}): {} lanes per key x {} chunk(s) of {} elements "
                              "(16-byte loads); {} query rows per block in {} tile(s) of {}",
-                             p.dtype == DType::Float32 ? "float32" : "HEED_CUDA_VECTOR=fma", s.lanes_per_key,
+                             p.dtype == DType::Float32 ? std::string("float32")
+                             : device.vector_fma        ? std::string("HEED_CUDA_VECTOR=fma")
+                             : !device.vector_mma && s.rows < kVectorMmaMinRows
+                                 ? format("{} query rows per key head < {}, where they measured faster", s.rows,
+                                          kVectorMmaMinRows)
+                                 : std::string("the cap or head size rules out the tensor-core kernel"),
+                             s.lanes_per_key,
                              s.chunks_per_lane, s.elems_per_chunk, s.rows, s.row_tiles, s.row_tile));
     reasons.push_back(format("key partitions: {} of {} keys ({} (batch x key head x row tile) groups for {} x {} "
                              "SMs; {} keys visible{}, >= {} keys per partition)",

@@ -24,6 +24,9 @@ struct CudaDeviceInfo {
   // HEED_CUDA_VECTOR=fma (read once per process): the CUDA-core vector kernel for float16 and
   // bfloat16 too, instead of the tensor-core one (an A/B switch and a fallback).
   bool vector_fma = false;
+  // HEED_CUDA_VECTOR=mma: the tensor-core vector kernel at any row count (the other side of
+  // the A/B switch; by default it serves groups of kVectorMmaMinRows rows and more).
+  bool vector_mma = false;
 };
 
 // The vector (decode) kernel's launch: grid [partitions × row_tiles, Hkv, B].

@@ -89,6 +89,13 @@ inline constexpr int kVectorMaxWaves = 8;
 // and only adds partials to merge.
 inline constexpr std::int64_t kVectorMmaMinKeysPerPartition = kVectorMmaWarps * kVectorMmaKeysPerTile;
 
+// Tensor cores from this many query rows per key head (group × Lq) up; below it the CUDA-core
+// kernel. scripts/gpu-check on the H200, 2026-11-30 (commit 2f86d6d), bfloat16, D 128, the
+// same run's A/B variants, back to back: 4 rows (32/8 heads) B 16 × 8k 3.34 TB/s on CUDA cores
+// against 2.65 on tensor cores, B 64 × 4k 3.67 against 2.98, B 1 × 32k 2.15 against 2.24;
+// 8 rows (16/2 heads, D 256, 131k keys) 1.66 against 2.41. Between 4 and 8 not measured.
+inline constexpr std::int64_t kVectorMmaMinRows = 8;
+
 // Key partitions of the CUDA-core kernel: about kVectorBlocksPerSm blocks per SM (2 to 4
 // resident at 128 threads, so 2 to 4 waves, which keeps the last wave's idle share small), but
 // no partition under kVectorMinKeysPerPartition keys, where the merge's rows × (Dv + 2) floats

@@ -22,10 +22,34 @@ plan::CudaDeviceInfo h200() {
   return info;
 }
 
+// The tensor-core vector kernel's shapes are tested at every row count (HEED_CUDA_VECTOR=mma);
+// which kernel the default picks is DecodeKernelFollowsTheGroupSize's.
+plan::CudaDeviceInfo h200_mma() {
+  plan::CudaDeviceInfo info = h200();
+  info.vector_mma = true;
+  return info;
+}
+
 plan::CudaRoute plan_for(std::int64_t batch, std::int64_t q_heads, std::int64_t kv_heads, std::int64_t q_len,
                          std::int64_t kv_len, std::int64_t head_dim, DType dtype, AttentionOptions options = {}) {
   const Shape q{batch, q_heads, q_len, head_dim}, k{batch, kv_heads, kv_len, head_dim};
-  return plan::plan_cuda(plan::validate_problem(q, k, k, dtype, dtype, dtype, options), h200());
+  return plan::plan_cuda(plan::validate_problem(q, k, k, dtype, dtype, dtype, options), h200_mma());
+}
+
+TEST(CudaPlan, DecodeKernelFollowsTheGroupSize) {
+  const auto kernel = [](std::int64_t q_heads, std::int64_t kv_heads, std::int64_t q_len, std::int64_t d,
+                         const plan::CudaDeviceInfo& device) {
+    const Shape q{4, q_heads, q_len, d}, k{4, kv_heads, 8192, d};
+    const plan::CudaRoute r = plan::plan_cuda(
+        plan::validate_problem(q, k, k, DType::BFloat16, DType::BFloat16, DType::BFloat16, {}), device);
+    return r.plan.kernel_name + (r.plan.explain().find("where they measured faster") != std::string::npos
+                                     ? " (rows)" : "");
+  };
+  // 4 rows per key head (32/8 heads): CUDA cores, and the plan says why; 8 rows: tensor cores.
+  EXPECT_EQ(kernel(32, 8, 1, 128, h200()), "heed_cuda_vector_bf16 (rows)");
+  EXPECT_EQ(kernel(16, 2, 1, 256, h200()), "heed_cuda_vector_mma_bf16");
+  EXPECT_EQ(kernel(32, 8, 2, 128, h200()), "heed_cuda_vector_mma_bf16");  // 4 heads x 2 positions
+  EXPECT_EQ(kernel(32, 8, 1, 128, h200_mma()), "heed_cuda_vector_mma_bf16");
 }
 
 TEST(CudaPlan, DecodeSplitsKeysToFillTheSms) {
@@ -118,7 +142,7 @@ TEST(CudaPlan, HeadClassesAndRowTiles) {
                            std::int64_t dv, AttentionOptions options = {}) {
     const Shape q{1, q_heads, q_len, d}, k{1, kv_heads, 3000, d}, v{1, kv_heads, 3000, dv};
     return plan::plan_cuda(plan::validate_problem(q, k, v, DType::Float16, DType::Float16, DType::Float16, options),
-                           h200())
+                           h200_mma())
         .vector;
   };
   EXPECT_EQ(shape_of(8, 1, 1, 64, 64).head_class, 64);
@@ -152,7 +176,7 @@ TEST(CudaPlan, HeadClassesAndRowTiles) {
 }
 
 TEST(CudaPlan, AnA100RingFitsItsSharedMemory) {
-  plan::CudaDeviceInfo a100 = h200();
+  plan::CudaDeviceInfo a100 = h200_mma();
   a100.sm_count = 108;
   a100.major = 8;
   a100.shared_per_block = 163 << 10;
@@ -205,8 +229,8 @@ TEST(CudaPlan, IsPure) {
 TEST(CudaPlan, TuningOverridesPartitionsAndRing) {
   const Shape q{1, 32, 1, 128}, k{1, 8, 32768, 128};
   const plan::Problem p = plan::validate_problem(q, k, k, DType::BFloat16, DType::BFloat16, DType::BFloat16, {});
-  const plan::CudaRoute planned = plan::plan_cuda(p, h200());
-  const plan::CudaRoute tuned = plan::plan_cuda(p, h200(), {66, 3});
+  const plan::CudaRoute planned = plan::plan_cuda(p, h200_mma());
+  const plan::CudaRoute tuned = plan::plan_cuda(p, h200_mma(), {66, 3});
   EXPECT_EQ(tuned.vector.partitions, 66);
   EXPECT_EQ(tuned.vector.keys_per_partition, 497);
   EXPECT_EQ(tuned.plan.scratch_bytes, 8u * 4 * 66 * 130 * 4);  // laid out for the tuned count
@@ -214,7 +238,7 @@ TEST(CudaPlan, TuningOverridesPartitionsAndRing) {
   EXPECT_EQ(tuned.vector.shared_bytes, 3 * 4 * 4096 + 2 * 4 * 512);
   EXPECT_LT(tuned.vector.shared_bytes, planned.vector.shared_bytes);
   // One partition: no merge, no scratch; a ring beyond the planned one is not granted.
-  const plan::CudaRoute single = plan::plan_cuda(p, h200(), {1, 100});
+  const plan::CudaRoute single = plan::plan_cuda(p, h200_mma(), {1, 100});
   EXPECT_EQ(std::get<route::Vector>(single.plan.kernel).passes, 1);
   EXPECT_EQ(single.plan.scratch_bytes, 0u);
   EXPECT_EQ(single.vector.ring_items, planned.vector.ring_items);
@@ -230,16 +254,16 @@ TEST(CudaPlan, TheCachedPlanIsThePlan) {
   // More problems than the cache holds, each asked twice, in and out of order.
   for (int round = 0; round < 2; ++round) {
     for (std::int64_t kv_len : {1000, 2000, 3000, 4000, 5000, 32768}) {
-      EXPECT_EQ(plan::plan_cuda_cached(problem(kv_len), h200()).plan, plan::plan_cuda(problem(kv_len), h200()).plan);
+      EXPECT_EQ(plan::plan_cuda_cached(problem(kv_len), h200_mma()).plan, plan::plan_cuda(problem(kv_len), h200_mma()).plan);
     }
   }
-  const std::int64_t short_keys = plan::plan_cuda_cached(problem(1000), h200()).vector.keys_per_partition;
-  const std::int64_t long_keys = plan::plan_cuda_cached(problem(32768), h200()).vector.keys_per_partition;
+  const std::int64_t short_keys = plan::plan_cuda_cached(problem(1000), h200_mma()).vector.keys_per_partition;
+  const std::int64_t long_keys = plan::plan_cuda_cached(problem(32768), h200_mma()).vector.keys_per_partition;
   EXPECT_EQ(short_keys, 67);  // 15 partitions of at least 64 keys
   EXPECT_EQ(long_keys, 993);
   // A problem whose planning throws leaves nothing behind; the next call throws again.
   for (int attempt = 0; attempt < 2; ++attempt) {
-    EXPECT_THROW((void)plan::plan_cuda_cached(problem(100000, 16), h200()), Error);
+    EXPECT_THROW((void)plan::plan_cuda_cached(problem(100000, 16), h200_mma()), Error);
   }
 }
 
