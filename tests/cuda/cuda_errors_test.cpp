@@ -143,7 +143,7 @@ TEST(CudaErrors, DefaultDeviceIsTheGpu) {
   const AttentionPlan plan = plan_attention(Shape{1, 4, 1, 64}, Shape{1, 1, 100, 64}, Shape{1, 1, 100, 64},
                                             DType::Float16, {});
   EXPECT_EQ(plan.device, kGpu);
-  EXPECT_EQ(plan.kernel_name, "heed_cuda_vector_mma_f16");
+  EXPECT_EQ(plan.kernel_name, "heed_cuda_vector_f16");  // 4 rows per key head: CUDA cores
 }
 
 TEST(CudaProfile, TimeModeRecordsDurations) {
@@ -155,7 +155,7 @@ TEST(CudaProfile, TimeModeRecordsDurations) {
   const std::vector<profile::Record> records = profile::records();
   profile::set_mode(profile::Mode::Off);
   ASSERT_FALSE(records.empty());
-  EXPECT_EQ(records[0].key.rfind("heed_cuda_vector_mma_bf16 [", 0), 0u) << records[0].key;
+  EXPECT_EQ(records[0].key.rfind("heed_cuda_vector_bf16 [", 0), 0u) << records[0].key;
   for (const profile::Record& r : records) EXPECT_GT(r.seconds, 0.0) << r.key;
 }
 

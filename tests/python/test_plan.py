@@ -15,9 +15,10 @@ def test_plan_from_shapes_equals_plan_from_arrays():
     rng = np.random.default_rng(0)
     q, k, v = (random(rng, shape, np.float16) for shape in ((2, 8, 1, 128), (2, 2, 500, 128), (2, 2, 500, 128)))
     from_arrays = heed.plan(q, k, v, causal=True, window=64)
-    from_shapes = heed.plan(q.shape, k.shape, v.shape, dtype=np.float16, causal=True, window=64)
+    # Shapes plan for the default device (cuda:0 where heed has a GPU): name the arrays' device.
+    from_shapes = heed.plan(q.shape, k.shape, v.shape, dtype=np.float16, causal=True, window=64, device="cpu")
     assert from_arrays == from_shapes
-    assert heed.plan(q.shape, k.shape, v.shape, dtype="f16", causal=True, window=64) == from_shapes
+    assert heed.plan(q.shape, k.shape, v.shape, dtype="f16", causal=True, window=64, device="cpu") == from_shapes
     assert from_shapes.route == "vector" and from_shapes.kernel["route"] == "vector"
     assert from_shapes.kernel_name == "heed_cpu_vector_f16"
     assert from_shapes.dtype == "float16" and from_shapes.device == "cpu"
@@ -50,7 +51,7 @@ def test_torch_dtype_and_device_spellings():
     shapes = ((1, 2, 40, 64), (1, 2, 40, 64), (1, 2, 40, 64))
     assert heed.plan(*shapes, dtype=torch.bfloat16, device=torch.device("cpu")).dtype == "bfloat16"
     q = torch.zeros(shapes[0], dtype=torch.float16)
-    assert heed.plan(q, q, q).kernel_name == heed.plan(*shapes, dtype=torch.float16).kernel_name
+    assert heed.plan(q, q, q).kernel_name == heed.plan(*shapes, dtype=torch.float16, device="cpu").kernel_name
 
 
 def test_memory_stats_keep_the_plans_promise():
