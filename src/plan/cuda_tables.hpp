@@ -139,6 +139,7 @@ struct TiledConfig {
 // D 256 takes 32-key tiles so that Q (64 KiB) and two stages of K and V (64 KiB) fit an A100's
 // 163 KiB; every entry fits it (the largest, D 192, takes 144 KiB).
 inline constexpr TiledConfig kTiledConfigs[] = {
+    {32, 32, 8, 64, 2, true, 1},  // embedding models (MiniLM, bge-small): 4 chunks, padded to 5
     {64, 64, 8, 64, 2, true, 1},
     {80, 80, 8, 64, 2, true, 1},
     {96, 96, 8, 64, 2, true, 1},
