@@ -161,11 +161,11 @@ constexpr int tiled_config_index(std::int64_t head_dim, std::int64_t value_dim) 
 }
 
 // Shared-memory rows of `chunks` 16-byte chunks: whole groups of 8 chunks are XOR-swizzled
-// (chunk ^ (row & 7)), other widths (D 80, 96) padded to an odd number of chunks (the XOR would
+// (chunk ^ (row & 7)), other widths (D 32, 80, 96) padded to an odd number of chunks (the XOR would
 // leave a partial group). Either way the 8 rows that one ldmatrix phase reads fall in 8
 // different 16-byte bank groups, so the operand reads, the hot path, are free of conflicts;
 // so are the copies into swizzled rows, while a copy phase that crosses a padded row meets a
-// two-way conflict (D 80, 96 only; checked by emulating every layout's addresses).
+// two-way conflict (D 32, 80, 96 only; checked by emulating every layout's addresses).
 constexpr int tiled_row_stride(int chunks) { return chunks % 8 == 0 || chunks % 2 == 1 ? chunks : chunks + 1; }
 
 // Bytes of shared memory of one block: the Q tile (later the output tile), then `stages`
