@@ -92,10 +92,11 @@ bool rows_contiguous(const TensorView& view) {
 bool rows_wide(const TensorView& view) {
   const auto element = static_cast<std::int64_t>(size_of(view.dtype));
   if (view.shape[3] > 1 && view.strides[3] != 1) return false;
-  if ((view.shape[3] * element) % 16 != 0) return false;
+  // Modulo first, so that huge sizes and strides cannot overflow (they are rejected elsewhere).
+  if (((view.shape[3] % 16) * element) % 16 != 0) return false;
   if (reinterpret_cast<std::uintptr_t>(view.data) % 16 != 0) return false;
   for (std::size_t axis = 0; axis < 3; ++axis) {
-    if (view.shape[static_cast<int>(axis)] > 1 && (view.strides[axis] * element) % 16 != 0) return false;
+    if (view.shape[static_cast<int>(axis)] > 1 && ((view.strides[axis] % 16) * element) % 16 != 0) return false;
   }
   return true;
 }

@@ -92,7 +92,8 @@ Problem validate_problem(const Shape& q, const Shape& k, const Shape& v, DType q
   p.causal = options.causal;
   p.route = options.route;
   const auto element = static_cast<std::int64_t>(size_of(q_dtype));
-  p.rows_wide = (p.head_dim * element) % 16 == 0 && (p.value_dim * element) % 16 == 0;
+  // Modulo first: a head size near the int64 limit must not overflow here (it is rejected later).
+  p.rows_wide = ((p.head_dim % 16) * element) % 16 == 0 && ((p.value_dim % 16) * element) % 16 == 0;
   // Every tensor must also fit in bytes as float32, the kernels' working type.
   checked_mul(q.numel(kOp), 4, kOp, "q bytes");
   checked_mul(k.numel(kOp), 4, kOp, "k bytes");
