@@ -23,8 +23,11 @@ constexpr int vector_keys_per_step(int chunks_per_lane) { return chunks_per_lane
 inline constexpr int kVectorLoadBytes = 16;
 // Largest head size the vector kernel holds in registers (chunks_per_lane <= 512 / 32 / E).
 inline constexpr std::int64_t kVectorMaxHeadDim = 512;
-// Floats of q (and of the output accumulator) per lane: row_tile × chunks_per_lane × E <= 64
-// keeps both in registers without spilling (nvcc -Xptxas -v, sm_90a: <= 255 registers).
+// Floats of q (and of the output accumulator) per lane: row_tile × chunks_per_lane × E <= 64,
+// meant to keep both in registers. Not quite met: nvcc 13 -Xptxas -v (2026-11-30, sm_80 and
+// sm_90a) shows about a third of this kernel's instantiations spilling 24 to 284 bytes (the
+// most: 16-bit rows, 2 chunks and 1 row per lane; float32 at D 512 about 220). This kernel now
+// serves float32 and groups under kVectorMmaMinRows; the spills are not yet removed.
 inline constexpr int kVectorRegisterFloats = 64;
 inline constexpr int kVectorMaxRowTile = 8;
 
