@@ -6,10 +6,10 @@
 // pairs; prefill: 4·B·Hq·Lq·Lk·D, halved for causal, as FlashAttention counts).
 // Decode cases are then timed again in variants of the planned vector route, one JSON object
 // each with "variant_of" (the A/B table of torch_cuda_compare.py; --no-variants skips them):
-// the plan itself, the CUDA-core kernel, twice and half the partitions, half the ring (timed
-// without heed::attention's checks, so "planned" against the case's own line is the cost of
-// those checks in a single call). The variants are planned
-// by the same planner (plan_cuda with a device description or tuning) and run through the
+// the plan itself, the other kernel (CUDA cores or tensor cores), twice and half the
+// partitions, half the ring (timed without heed::attention's checks, so "planned" against the
+// case's own line is the cost of those checks in a single call). The variants are planned by
+// the same planner (plan_cuda with a device description or tuning) and run through the
 // backend's own entry, so only the one choice differs.
 
 #include <cublas_v2.h>
@@ -162,15 +162,17 @@ double visible_pairs(const Case& c) {
 struct Variant {
   const char* name;
   bool cuda_cores;         // plan as with HEED_CUDA_VECTOR=fma
+  bool tensor_cores;       // plan as with HEED_CUDA_VECTOR=mma
   double partitions;       // times the planned count (0: planned)
   double ring;             // times the planned ring items (0: planned)
 };
 constexpr Variant kVariants[] = {
-    {"planned", false, 0, 0},  // the plan itself, through the same entry as the others
-    {"cuda_cores", true, 0, 0},
-    {"partitions_x2", false, 2.0, 0},
-    {"partitions_half", false, 0.5, 0},
-    {"ring_half", false, 0, 0.5},
+    {"planned", false, false, 0, 0},  // the plan itself, through the same entry as the others
+    {"cuda_cores", true, false, 0, 0},
+    {"tensor_cores", false, true, 0, 0},
+    {"partitions_x2", false, false, 2.0, 0},
+    {"partitions_half", false, false, 0.5, 0},
+    {"ring_half", false, false, 0, 0.5},
 };
 
 // Times the decode case's variants of the planned route (single calls and back to back).
@@ -184,6 +186,10 @@ void time_variants(const char* name, const heed::TensorView& q, const heed::Tens
   for (const Variant& variant : kVariants) {
     plan::CudaDeviceInfo described = device;
     described.vector_fma = variant.cuda_cores;
+    described.vector_mma = variant.tensor_cores;
+    // A variant that plans what the plan already is adds nothing.
+    if (variant.cuda_cores && !planned.vector.tensor_cores) continue;
+    if (variant.tensor_cores && planned.vector.tensor_cores) continue;
     plan::CudaVectorTuning tuning;
     if (variant.partitions > 0) {
       tuning.partitions =

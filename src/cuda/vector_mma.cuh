@@ -124,7 +124,15 @@ struct Copies {
   const void* v_elements;
   int keys;                // keys of the block
   unsigned ring;           // this warp's ring (shared address)
+  // The fast path's lane pointers (bytes): key gid's chunk tq of K, key 2tq's chunk gid of V.
+  const char* k_lane;
+  const char* v_lane;
 };
+
+// One 16-byte copy, global -> shared, asynchronously.
+__device__ __forceinline__ void copy_async_16(unsigned shared, const char* global) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared), "l"(global) : "memory");
+}
 
 // The element path of issue_item (rows not 16-byte aligned or not contiguous): each chunk read
 // element by element and stored at once, zeros past the keys and the head size. Out of line:
@@ -152,7 +160,9 @@ __device__ __noinline__ void store_item_elements(unsigned base, const T* rows, s
 // Copies item `item` (K of tile item / 2 when even, V when odd) of this warp into ring slot
 // `slot`: 16 bytes per chunk (cp.async), zeros for keys past the block and columns past the
 // head size (nothing read for them).
-template <typename T, int KC, int VC>
+// kFast (wide rows, D = Dv = the class): an item of 16 keys inside the block copies with no
+// checks, from the lane pointers at constant offsets.
+template <typename T, int KC, int VC, bool kFast>
 __device__ __forceinline__ void issue_item(const VectorArgs& a, const Copies& st, int item, int slot, int warp,
                                            int gid, int tq) {
   constexpr int E = 8;  // elements of a 16-byte chunk
@@ -160,6 +170,28 @@ __device__ __forceinline__ void issue_item(const VectorArgs& a, const Copies& st
   const unsigned base = st.ring + static_cast<unsigned>(slot * kItemChunks) * kChunkBytes + (gid * 4 + tq) * 16;
   const int key0 = (warp + kWarps * (item >> 1)) * kTileKeys;
   const bool values = (item & 1) != 0;
+  if (kFast && key0 + kTileKeys <= st.keys) {
+    if (!values) {
+      const char* row = st.k_lane + key0 * st.k_row_bytes;  // key gid; key gid + 8 is 8 rows on
+      const std::int64_t eight_rows = 8 * st.k_row_bytes;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int p = 0; p < KC; ++p) copy_async_16(base + (2 * p + h) * kChunkBytes, row + h * eight_rows + 64 * p);
+      }
+    } else {
+      const char* row = st.v_lane + key0 * st.v_row_bytes;  // keys 2tq, 2tq + 1, 2tq + 8, 2tq + 9
+      const std::int64_t next = st.v_row_bytes, eight_rows = 8 * st.v_row_bytes;
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        const char* key_row = row + (kk & 1) * next + (kk >> 1) * eight_rows;
+#pragma unroll
+        for (int j = 0; j < VC; ++j) copy_async_16(base + (4 * j + kk) * kChunkBytes, key_row + 128 * j);
+      }
+    }
+    commit_async();
+    return;
+  }
   if (!a.wide_loads) {
     if (values) {
       store_item_elements<T, VC>(base, static_cast<const T*>(st.v_elements), a.v_strides.s[2], a.v_strides.s[3],
@@ -217,7 +249,7 @@ struct Accumulators {
 
 // Scores of one K item for the lane's (key, row) pairs, masked, then the online softmax and
 // Pᵀ as the next V item's B operand.
-template <typename T, int KC, int VC, int NT>
+template <typename T, int KC, int VC, int NT, bool kFast>
 __device__ __forceinline__ void consume_keys(const VectorArgs& a, const StaticShared& sh, unsigned slot_base,
                                              unsigned q_base, int n_tiles, int key0, std::int64_t key_begin,
                                              std::int64_t b, const int (&lo)[NT][2], const int (&hi)[NT][2], int tq,
@@ -229,7 +261,7 @@ __device__ __forceinline__ void consume_keys(const VectorArgs& a, const StaticSh
     for (int e = 0; e < 4; ++e) s[nt][e] = s_odd[nt][e] = 0.0f;
 #pragma unroll
   for (int p = 0; p < KC; ++p) {
-    if (p >= a.k_steps) break;
+    if (!kFast && p >= a.k_steps) break;
     const uint4 k_low = load_shared(slot_base + (2 * p) * kChunkBytes);       // key gid
     const uint4 k_high = load_shared(slot_base + (2 * p + 1) * kChunkBytes);  // key gid + 8
 #pragma unroll
@@ -251,7 +283,7 @@ __device__ __forceinline__ void consume_keys(const VectorArgs& a, const StaticSh
       const bool visible_b = key_b >= lo[nt][e] && key_b < hi[nt][e];
       float score_a = (s[nt][e] + s_odd[nt][e]) * a.scale_log2;
       float score_b = (s[nt][2 + e] + s_odd[nt][2 + e]) * a.scale_log2;
-      if (a.g.mask.kind != MaskType::None) {
+      if (!kFast && a.g.mask.kind != MaskType::None) {
         const RowInfo& row = sh.rows[nt * 8 + 2 * tq + e];
         if (visible_a) score_a += mask_term(a.g.mask, b, row.head, row.position, key_begin + key_a) * kLog2e;
         if (visible_b) score_b += mask_term(a.g.mask, b, row.head, row.position, key_begin + key_b) * kLog2e;
@@ -286,12 +318,12 @@ __device__ __forceinline__ void consume_keys(const VectorArgs& a, const StaticSh
 }
 
 // Oᵀ += Vᵀ · Pᵀ for one V item.
-template <typename T, int VC, int NT>
+template <typename T, int VC, int NT, bool kFast>
 __device__ __forceinline__ void consume_values(const VectorArgs& a, unsigned slot_base, int n_tiles,
                                                Accumulators<NT, VC>& acc) {
 #pragma unroll
   for (int j = 0; j < VC; ++j) {
-    if (j >= a.v_steps) break;
+    if (!kFast && j >= a.v_steps) break;
     // Keys 2tq, 2tq + 1, 2tq + 8, 2tq + 9 of this lane's column chunk.
     const uint4 v0 = load_shared(slot_base + (4 * j + 0) * kChunkBytes);
     const uint4 v1 = load_shared(slot_base + (4 * j + 1) * kChunkBytes);
@@ -311,11 +343,14 @@ __device__ __forceinline__ void consume_values(const VectorArgs& a, unsigned slo
   }
 }
 
-template <typename T, int kClass>
+// NT: n-tiles of 8 query rows (the plan's row tile / 8). kFast: 16-byte rows, D = Dv = the class
+// and no array mask, so the hot loop carries no checks for them: whole items copy from lane
+// pointers at constant offsets, and no step is skipped.
+template <typename T, int kClass, int NT, bool kFast>
 __global__ void __launch_bounds__(kThreads) vector_mma_kernel(const VectorArgs a) {
   constexpr int KC = kClass / 32;  // compiled K steps; a.k_steps <= KC run
   constexpr int VC = kClass / 64;  // compiled V steps; a.v_steps <= VC run
-  constexpr int NT = kRowTiles<kClass>;
+  static_assert(NT >= 1 && NT <= kRowTiles<kClass>, "the class's row tile");
   constexpr int kItemChunks = 2 * KC;
   static_assert(kItemChunks == 4 * VC, "a K item and a V item take the same chunks per lane");
   extern __shared__ uint4 shared[];
@@ -383,6 +418,8 @@ __global__ void __launch_bounds__(kThreads) vector_mma_kernel(const VectorArgs a
     st.k_elements = k_block;
     st.v_elements = v_block;
     st.keys = keys;
+    st.k_lane = st.k_rows + gid * st.k_row_bytes + tq * 16;
+    st.v_lane = st.v_rows + 2 * tq * st.v_row_bytes + gid * 16;
     st.ring = ring_base + static_cast<unsigned>(warp * ring_items * kItemChunks) * kChunkBytes;
   }
   // This warp's tiles (16 keys each; tile t of the block goes to warp t % kWarps) as K and V items.
@@ -392,7 +429,7 @@ __global__ void __launch_bounds__(kThreads) vector_mma_kernel(const VectorArgs a
   int next_item = 0, next_slot = 0;
   const auto issue_next = [&] {
     if (next_item < items) {
-      issue_item<T, KC, VC>(a, st, next_item, next_slot, warp, gid, tq);
+      issue_item<T, KC, VC, kFast>(a, st, next_item, next_slot, warp, gid, tq);
     } else {
       commit_async();  // an empty group keeps the count of groups per item
     }
@@ -440,10 +477,10 @@ __global__ void __launch_bounds__(kThreads) vector_mma_kernel(const VectorArgs a
     read_slot = read_slot + 1 == ring_items ? 0 : read_slot + 1;
     if ((item & 1) == 0) {
       const int key0 = (warp + kWarps * (item >> 1)) * kTileKeys;
-      consume_keys<T, KC, VC, NT>(a, sh, slot_base, q_base + lane_offset, n_tiles, key0, key_begin, b, lo, hi, tq,
+      consume_keys<T, KC, VC, NT, kFast>(a, sh, slot_base, q_base + lane_offset, n_tiles, key0, key_begin, b, lo, hi, tq,
                                   gid, acc);
     } else {
-      consume_values<T, VC, NT>(a, slot_base, n_tiles, acc);
+      consume_values<T, VC, NT, kFast>(a, slot_base, n_tiles, acc);
     }
   }
   wait_async<0>();
@@ -467,7 +504,7 @@ __global__ void __launch_bounds__(kThreads) vector_mma_kernel(const VectorArgs a
     const int row = nt * 8 + 2 * tq;
 #pragma unroll
     for (int j = 0; j < VC; ++j) {
-      if (j >= a.v_steps) break;
+      if (!kFast && j >= a.v_steps) break;
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
         const int column = (8 * j + gid) * 8 + 2 * u;
@@ -505,8 +542,8 @@ __global__ void __launch_bounds__(kThreads) vector_mma_kernel(const VectorArgs a
   }
 }
 
-template <typename T, int kClass>
-void launch_class(const VectorArgs& a, const plan::CudaVectorShape& s, dim3 grid, cudaStream_t stream) {
+template <typename T, int kClass, int NT, bool kFast>
+void launch_kernel(const VectorArgs& a, const plan::CudaVectorShape& s, dim3 grid, cudaStream_t stream) {
   // Above 48 KiB a kernel's dynamic shared memory must be allowed per device; the carveout asks
   // for all of the SM's shared memory, so that the plan's blocks per SM are resident.
   static std::array<std::atomic<std::int64_t>, 64> allowed{};
@@ -514,15 +551,31 @@ void launch_class(const VectorArgs& a, const plan::CudaVectorShape& s, dim3 grid
   check(cudaGetDevice(&device), "heed::attention", "cudaGetDevice");
   std::atomic<std::int64_t>& bytes = allowed.at(static_cast<std::size_t>(device));
   if (bytes.load(std::memory_order_relaxed) < s.shared_bytes) {
-    check(cudaFuncSetAttribute(vector_mma_kernel<T, kClass>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    check(cudaFuncSetAttribute(vector_mma_kernel<T, kClass, NT, kFast>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(s.shared_bytes)),
           "heed::attention", "cudaFuncSetAttribute");
-    check(cudaFuncSetAttribute(vector_mma_kernel<T, kClass>, cudaFuncAttributePreferredSharedMemoryCarveout,
+    check(cudaFuncSetAttribute(vector_mma_kernel<T, kClass, NT, kFast>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                cudaSharedmemCarveoutMaxShared),
           "heed::attention", "cudaFuncSetAttribute");
     bytes.store(s.shared_bytes, std::memory_order_relaxed);
   }
-  vector_mma_kernel<T, kClass><<<grid, kThreads, static_cast<std::size_t>(s.shared_bytes), stream>>>(a);
+  vector_mma_kernel<T, kClass, NT, kFast><<<grid, kThreads, static_cast<std::size_t>(s.shared_bytes), stream>>>(a);
+}
+
+// The class's kernel for the plan's row tile (8 rows: one n-tile, half the accumulators) and
+// the fast path where it applies.
+template <typename T, int kClass>
+void launch_class(const VectorArgs& a, const plan::CudaVectorShape& s, dim3 grid, cudaStream_t stream) {
+  const bool fast = a.wide_loads && a.g.head_dim == kClass && a.g.value_dim == kClass &&
+                    a.g.mask.kind == MaskType::None;
+  if (s.row_tile <= 8 || kRowTiles<kClass> == 1) {
+    return fast ? launch_kernel<T, kClass, 1, true>(a, s, grid, stream)
+                : launch_kernel<T, kClass, 1, false>(a, s, grid, stream);
+  }
+  if constexpr (kRowTiles<kClass> >= 2) {
+    return fast ? launch_kernel<T, kClass, 2, true>(a, s, grid, stream)
+                : launch_kernel<T, kClass, 2, false>(a, s, grid, stream);
+  }
 }
 
 template <typename T>
