@@ -40,10 +40,10 @@ __global__ void pack_kernel(const PackArgs a) {
   }
 }
 
-// One step of the composition: rows [row0, row0 + rows) of query head hkv·group + gi for key
-// heads [kv_head0, kv_head0 + heads) of batch b.
+// One step of the composition: rows [row0, row0 + rows) of query head hkv·group + gi for the
+// (batch, key head) pairs [pair0, pair0 + heads), pair b·Hkv + hkv.
 struct Step {
-  std::int64_t b, gi, kv_head0, heads, row0, rows;
+  std::int64_t gi, pair0, heads, row0, rows;
 };
 
 __device__ float block_reduce(float value, bool is_max, float* shared) {
@@ -63,14 +63,14 @@ __device__ float block_reduce(float value, bool is_max, float* shared) {
 // Grid [rows, heads]: one score row (already scaled by the GEMM) becomes probabilities.
 __global__ void __launch_bounds__(kRowThreads) softmax_kernel(const Geometry g, const Step step, float* scores) {
   __shared__ float shared[kRowThreads / 32];
-  const std::int64_t x = blockIdx.x, head_step = blockIdx.y;
-  const std::int64_t h = (step.kv_head0 + head_step) * g.group + step.gi, i = step.row0 + x;
+  const std::int64_t x = blockIdx.x, head_step = blockIdx.y, pair = step.pair0 + head_step;
+  const std::int64_t b = pair / g.kv_heads, h = (pair % g.kv_heads) * g.group + step.gi, i = step.row0 + x;
   float* row = scores + (head_step * step.rows + x) * g.kv_len;
   const KeyRange range = keys_for_row(g, i);
   float local_max = -INFINITY;
   for (std::int64_t j = threadIdx.x; j < g.kv_len; j += kRowThreads) {
     float s = -INFINITY;
-    if (j >= range.begin && j < range.end) s = row[j] + mask_term(g.mask, step.b, h, i, j);
+    if (j >= range.begin && j < range.end) s = row[j] + mask_term(g.mask, b, h, i, j);
     row[j] = s;
     local_max = fmaxf(local_max, s);
   }
@@ -98,10 +98,10 @@ __global__ void __launch_bounds__(kRowThreads) softmax_kernel(const Geometry g, 
 // Grid [rows, heads]: output rows (float32) into the caller's out, any strides and type.
 __global__ void __launch_bounds__(kRowThreads) store_kernel(const Geometry g, const Step step, const float* rows,
                                                             void* out, ElementType type, const Strides4 strides) {
-  const std::int64_t x = blockIdx.x, head_step = blockIdx.y;
-  const std::int64_t h = (step.kv_head0 + head_step) * g.group + step.gi, i = step.row0 + x;
+  const std::int64_t x = blockIdx.x, head_step = blockIdx.y, pair = step.pair0 + head_step;
+  const std::int64_t b = pair / g.kv_heads, h = (pair % g.kv_heads) * g.group + step.gi, i = step.row0 + x;
   const float* row = rows + (head_step * step.rows + x) * g.value_dim;
-  const std::int64_t base = step.b * strides.s[0] + h * strides.s[1] + i * strides.s[2];
+  const std::int64_t base = b * strides.s[0] + h * strides.s[1] + i * strides.s[2];
   for (std::int64_t d = threadIdx.x; d < g.value_dim; d += kRowThreads) {
     store_element(out, type, base + d * strides.s[3], row[d]);
   }
@@ -191,49 +191,54 @@ void run_composed(const ComposedArgs& a, const plan::CudaRoute& route, std::byte
   for (std::int64_t row0 = 0; row0 < g.q_len; row0 += c.rows) {
     const std::int64_t rows = std::min(c.rows, g.q_len - row0);
     const int ld_q = blas_int(leading(qs.s[2], g.head_dim, rows), "q row stride");
-    for (std::int64_t b = 0; b < g.batch; ++b) {
-      for (std::int64_t gi = 0; gi < g.group; ++gi) {
-        for (std::int64_t kv0 = 0; kv0 < g.kv_heads; kv0 += c.heads) {
-          const Step step{b, gi, kv0, std::min(c.heads, g.kv_heads - kv0), row0, rows};
-          const int batch = blas_int(step.heads, "heads per step");
-          const auto* k_ptr = static_cast<const char*>(k) + (b * ks.s[0] + kv0 * ks.s[1]) * in_size;
-          const auto* q_ptr = static_cast<const char*>(q) + (b * qs.s[0] + (kv0 * g.group + gi) * qs.s[1] +
-                                                             row0 * qs.s[2]) * in_size;
-          const auto* v_ptr = static_cast<const char*>(v) + (b * vs.s[0] + kv0 * vs.s[1]) * v_size;
-          if (g.kv_len > 0) {
-            if (g.head_dim > 0) {
-              // Column-major: Sᵀ (Lk × rows) = K (D × Lk)ᵀ · Qᵀ (D × rows), alpha = scale.
-              check_blas(cublasGemmStridedBatchedEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, lk, static_cast<int>(rows), d,
-                                                    &a.scale, k_ptr, in_type, ld_k, ks.s[1], q_ptr, in_type, ld_q,
-                                                    g.group * qs.s[1], &zero, scores, CUDA_R_32F, lk, rows * g.kv_len,
-                                                    batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                         kOp, "cublasGemmStridedBatchedEx (Q K^T)");
-            } else {
-              check(cudaMemsetAsync(scores, 0, step.heads * rows * g.kv_len * sizeof(float), stream), kOp,
-                    "cudaMemsetAsync");
-            }
-            const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(step.heads));
-            {
-              LaunchRecord softmax(route.softmax_kernel_name.c_str(), grid.x, grid.y, 1, stream);
-              softmax_kernel<<<grid, kRowThreads, 0, stream>>>(g, step, scores);
-              check_launch(kOp, route.softmax_kernel_name.c_str());
-            }
-            // Oᵀ (Dv × rows) = Vᵀ (Dv × Lk) · Pᵀ (Lk × rows), all float32.
-            check_blas(cublasGemmStridedBatchedEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, dv, static_cast<int>(rows), lk,
-                                                  &one, v_ptr, c.pack_v ? CUDA_R_32F : in_type, ld_v, vs.s[1],
-                                                  scores, CUDA_R_32F, lk, rows * g.kv_len, &zero, out_rows,
-                                                  CUDA_R_32F, dv, rows * g.value_dim, batch, CUBLAS_COMPUTE_32F,
-                                                  CUBLAS_GEMM_DEFAULT),
-                       kOp, "cublasGemmStridedBatchedEx (P V)");
+    for (std::int64_t gi = 0; gi < g.group; ++gi) {
+      // Pairs b·Hkv + hkv in chunks of c.heads, within one batch unless batches fold (then one
+      // head stride apart in q, k and v: the planner's batch_folds, or packed contiguous).
+      const std::int64_t pairs = g.batch * g.kv_heads;
+      for (std::int64_t pair0 = 0; pair0 < pairs;) {
+        const std::int64_t b = pair0 / g.kv_heads, kv0 = pair0 % g.kv_heads;
+        const std::int64_t heads = c.fold_batch ? std::min(c.heads, pairs - pair0)
+                                                : std::min(c.heads, g.kv_heads - kv0);
+        const Step step{gi, pair0, heads, row0, rows};
+        pair0 += heads;
+        const int batch = blas_int(step.heads, "heads per step");
+        const auto* k_ptr = static_cast<const char*>(k) + (b * ks.s[0] + kv0 * ks.s[1]) * in_size;
+        const auto* q_ptr = static_cast<const char*>(q) + (b * qs.s[0] + (kv0 * g.group + gi) * qs.s[1] +
+                                                           row0 * qs.s[2]) * in_size;
+        const auto* v_ptr = static_cast<const char*>(v) + (b * vs.s[0] + kv0 * vs.s[1]) * v_size;
+        if (g.kv_len > 0) {
+          if (g.head_dim > 0) {
+            // Column-major: Sᵀ (Lk × rows) = K (D × Lk)ᵀ · Qᵀ (D × rows), alpha = scale.
+            check_blas(cublasGemmStridedBatchedEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, lk, static_cast<int>(rows), d,
+                                                  &a.scale, k_ptr, in_type, ld_k, ks.s[1], q_ptr, in_type, ld_q,
+                                                  g.group * qs.s[1], &zero, scores, CUDA_R_32F, lk, rows * g.kv_len,
+                                                  batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                       kOp, "cublasGemmStridedBatchedEx (Q K^T)");
           } else {
-            check(cudaMemsetAsync(out_rows, 0, step.heads * rows * g.value_dim * sizeof(float), stream), kOp,
+            check(cudaMemsetAsync(scores, 0, step.heads * rows * g.kv_len * sizeof(float), stream), kOp,
                   "cudaMemsetAsync");
           }
           const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(step.heads));
-          LaunchRecord store(store_name.c_str(), grid.x, grid.y, 1, stream);
-          store_kernel<<<grid, kRowThreads, 0, stream>>>(g, step, out_rows, a.out, a.type, a.out_strides);
-          check_launch(kOp, store_name.c_str());
+          {
+            LaunchRecord softmax(route.softmax_kernel_name.c_str(), grid.x, grid.y, 1, stream);
+            softmax_kernel<<<grid, kRowThreads, 0, stream>>>(g, step, scores);
+            check_launch(kOp, route.softmax_kernel_name.c_str());
+          }
+          // Oᵀ (Dv × rows) = Vᵀ (Dv × Lk) · Pᵀ (Lk × rows), all float32.
+          check_blas(cublasGemmStridedBatchedEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, dv, static_cast<int>(rows), lk,
+                                                &one, v_ptr, c.pack_v ? CUDA_R_32F : in_type, ld_v, vs.s[1],
+                                                scores, CUDA_R_32F, lk, rows * g.kv_len, &zero, out_rows,
+                                                CUDA_R_32F, dv, rows * g.value_dim, batch, CUBLAS_COMPUTE_32F,
+                                                CUBLAS_GEMM_DEFAULT),
+                     kOp, "cublasGemmStridedBatchedEx (P V)");
+        } else {
+          check(cudaMemsetAsync(out_rows, 0, step.heads * rows * g.value_dim * sizeof(float), stream), kOp,
+                "cudaMemsetAsync");
         }
+        const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(step.heads));
+        LaunchRecord store(store_name.c_str(), grid.x, grid.y, 1, stream);
+        store_kernel<<<grid, kRowThreads, 0, stream>>>(g, step, out_rows, a.out, a.type, a.out_strides);
+        check_launch(kOp, store_name.c_str());
       }
     }
   }

@@ -153,6 +153,7 @@ std::optional<VectorFit> fit_vector(const Problem& p, const CudaDeviceInfo& devi
 struct ComposedFit {
   std::int64_t rows = 0;
   std::int64_t heads = 0;
+  bool fold_batch = false;
   std::size_t intermediate = 0;
   bool capped = false;
 };
@@ -162,9 +163,13 @@ std::optional<ComposedFit> fit_composed(const Problem& p, std::size_t& min_cap) 
   const std::int64_t row_bytes = std::max<std::int64_t>(p.kv_len * kFloat, 1);
   // The caller's cap, else the default budget (at least one row: a long row still runs).
   const std::int64_t budget = p.max_score_bytes ? *p.max_score_bytes : std::max(kComposedScoreBudget, row_bytes);
-  const std::int64_t heads = std::max<std::int64_t>(p.kv_heads, 1);
-  const std::int64_t q_len = std::max<std::int64_t>(p.q_len, 1);
+  // Batches fold into one GEMM batch where q, k and v are read with one stride per (batch, head)
+  // pair: in place when their batch strides are heads × head strides, or once packed.
   ComposedFit fit;
+  fit.fold_batch = p.batch > 1 && (p.batch_folds || !p.rows_contiguous);
+  const std::int64_t heads =
+      std::max<std::int64_t>(fit.fold_batch ? checked_mul(p.batch, p.kv_heads, kOp, "batch x key heads") : p.kv_heads, 1);
+  const std::int64_t q_len = std::max<std::int64_t>(p.q_len, 1);
   fit.rows = std::min(q_len, budget / row_bytes);
   if (fit.rows < 1) return std::nullopt;
   fit.heads = std::clamp<std::int64_t>(budget / (row_bytes * fit.rows), 1, heads);
@@ -295,15 +300,18 @@ void build_composed(CudaRoute& r, const Problem& p, const ComposedFit& fit) {
   CudaComposedShape& c = r.composed;
   c.rows = fit.rows;
   c.heads = fit.heads;
+  c.fold_batch = fit.fold_batch;
   c.row_blocks = ceil_div(p.q_len, c.rows);
   c.pack_qk = !p.rows_contiguous;
   c.pack_v = !p.rows_contiguous || p.dtype != DType::Float32;
   r.plan.kernel = c.rows < p.q_len ? Kernel{route::ComposedBlocks{c.rows}} : Kernel{route::Composed{}};
   r.plan.kernel_name = kernel_name(c.rows < p.q_len ? "composed_blocks" : "composed", p.dtype);
   r.softmax_kernel_name = kernel_name("softmax", p.dtype);
-  r.plan.reasons.push_back(format("composed steps: {} row block(s) of {} rows x {} key head(s) per cuBLAS batch "
-                                  "({} bytes of scores per step)",
-                                  c.row_blocks, c.rows, c.heads, fit.intermediate));
+  r.plan.reasons.push_back(format("composed steps: {} row block(s) of {} rows x {} (batch, key head) pair(s) per "
+                                  "cuBLAS batch, {} ({} bytes of scores per step)",
+                                  c.row_blocks, c.rows, c.heads,
+                                  c.fold_batch ? "across batches (one stride per pair)" : "within one batch",
+                                  fit.intermediate));
   r.plan.reasons.push_back(
       format("cuBLAS reads {}; P.V in float32{} (FP32 compute, no TF32)",
              c.pack_qk ? "q and k packed to contiguous rows (their rows are not contiguous)"
@@ -418,7 +426,8 @@ CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device, const CudaVe
     build_composed(r, p, *composed);
     if (composed->capped) {
       r.plan.capped = true;
-      reasons.push_back(format("capped: {} rows x {} key heads x {} keys x 4 = {} bytes <= max_score_bytes {}",
+      reasons.push_back(format("capped: {} rows x {} (batch, key head) pairs x {} keys x 4 = {} bytes <= "
+                               "max_score_bytes {}",
                                composed->rows, composed->heads, p.kv_len, composed->intermediate,
                                *p.max_score_bytes));
     }

@@ -51,12 +51,14 @@ struct CudaVectorShape {
   bool dependent_merge = false;   // merge launched programmatically dependent (sm_90+)
 };
 
-// The composed route's steps: for each block of `rows` query positions, batch b, head of the
-// group and chunk of `heads` key heads: S = scale·Q·Kᵀ (cuBLAS), softmax, O = P·V (cuBLAS).
+// The composed route's steps: for each block of `rows` query positions and head of the group,
+// chunks of `heads` (batch, key head) pairs in the order b·Hkv + key head (within one batch
+// unless fold_batch): S = scale·Q·Kᵀ (cuBLAS), softmax, O = P·V (cuBLAS).
 struct CudaComposedShape {
   std::int64_t rows = 0;
   std::int64_t row_blocks = 0;
-  std::int64_t heads = 0;  // key heads per step (the GEMMs' batch)
+  std::int64_t heads = 0;  // (batch, key head) pairs per step (the GEMMs' batch)
+  bool fold_batch = false;  // a step's pairs may span batches (else one batch's key heads)
   bool pack_qk = false;    // q and k copied to contiguous rows of their dtype
   bool pack_v = false;     // v copied to contiguous float32 rows (P·V runs in float32)
 };

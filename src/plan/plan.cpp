@@ -101,6 +101,14 @@ bool rows_wide(const TensorView& view) {
   return true;
 }
 
+// The batch stride is the heads times the head stride (or one batch): (b, h) is b·H + h head
+// strides from the start.
+bool batch_folds(const TensorView& view) {
+  if (view.shape[0] <= 1) return true;
+  std::int64_t batch_stride = 0;
+  return !__builtin_mul_overflow(view.shape[1], view.strides[1], &batch_stride) && view.strides[0] == batch_stride;
+}
+
 }  // namespace
 
 void require_backend(Device device) {
@@ -129,6 +137,7 @@ Problem validate_views(const TensorView& q, const TensorView& k, const TensorVie
   Problem problem = validate_problem(q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype, options);
   problem.rows_contiguous = rows_contiguous(q) && rows_contiguous(k) && rows_contiguous(v);
   problem.rows_wide = rows_wide(q) && rows_wide(k) && rows_wide(v);
+  problem.batch_folds = batch_folds(q) && batch_folds(k) && batch_folds(v);
   for (const auto& [view, name] : {std::pair{&k, "k"}, {&v, "v"}}) {
     if (!(view->device == q.device)) {
       throw Error(ErrorKind::InvalidArgument, format("[{}] {} is on {} but q is on {}", kOp, name,

@@ -38,6 +38,11 @@ struct Problem {
   // strides and the data pointers multiples of 16 bytes (the CUDA tiled kernel's copies). For
   // shapes alone (contiguous, aligned data): row sizes in whole 16-byte chunks.
   bool rows_wide = true;
+  // Batch and head index of q, k and v fold into one: each tensor's batch stride is its heads
+  // times its head stride (or B is 1), so (batch, head) pairs sit one head stride apart and one
+  // strided-batched GEMM can cover several batches (the CUDA composed route). Shapes alone:
+  // contiguous.
+  bool batch_folds = true;
 
   std::int64_t group() const { return kv_heads > 0 ? q_heads / kv_heads : 0; }
   bool empty_output() const { return batch == 0 || q_heads == 0 || q_len == 0 || value_dim == 0; }

@@ -7,6 +7,7 @@
 
 #include "heed/heed.hpp"
 #include "plan/cuda_plan.hpp"
+#include "plan/planner.hpp"
 #include "plan/problem.hpp"
 
 namespace heed {
@@ -218,6 +219,39 @@ TEST(CudaPlan, PrefillRunsComposedAndTheCapBlocksIt) {
   EXPECT_EQ(std::get<route::ComposedBlocks>(capped.plan.kernel).rows, 20);
   EXPECT_LE(capped.plan.max_intermediate_bytes, 300u * 4 * 20);
   EXPECT_TRUE(capped.plan.capped);
+}
+
+TEST(CudaPlan, ComposedStepsSpanBatchesWhereTheStridesFold) {
+  // float32 prefill runs composed: B 32 x 12 heads (MiniLM) is one step of 384 (batch, key head)
+  // pairs when the batch stride is heads x head stride, 12 pairs per step otherwise.
+  plan::Problem p = plan::validate_problem(Shape{32, 12, 128, 32}, Shape{32, 12, 128, 32}, Shape{32, 12, 128, 32},
+                                           DType::Float32, DType::Float32, DType::Float32, {});
+  plan::CudaRoute r = plan::plan_cuda(p, h200());
+  ASSERT_TRUE(std::holds_alternative<route::Composed>(r.plan.kernel)) << r.plan.explain();
+  EXPECT_TRUE(r.composed.fold_batch);
+  EXPECT_EQ(r.composed.heads, 32 * 12);
+  EXPECT_NE(r.plan.explain().find("across batches"), std::string::npos) << r.plan.explain();
+  p.batch_folds = false;  // e.g. k broadcast over the batch (batch stride 0)
+  r = plan::plan_cuda(p, h200());
+  EXPECT_FALSE(r.composed.fold_batch);
+  EXPECT_EQ(r.composed.heads, 12);
+  // Rows that are not contiguous are packed contiguous first, which folds them.
+  p.rows_contiguous = false;
+  EXPECT_TRUE(plan::plan_cuda(p, h200()).composed.fold_batch);
+}
+
+TEST(CudaPlan, BatchFoldsWhereTheBatchStrideIsHeadsTimesTheHeadStride) {
+  static float data[2 * 4 * 8 * 16];
+  const auto folds = [](std::vector<std::int64_t> k_strides) {
+    const Shape shape{2, 4, 8, 16};
+    const TensorView q(data, DType::Float32, shape), v(data, DType::Float32, shape);
+    const TensorView k(data, DType::Float32, shape, std::move(k_strides));
+    return plan::validate_views(q, k, v, {}).batch_folds;
+  };
+  EXPECT_TRUE(folds({512, 128, 16, 1}));    // [B, H, L, D] contiguous
+  EXPECT_FALSE(folds({0, 128, 16, 1}));     // broadcast over the batch
+  EXPECT_FALSE(folds({512, 16, 64, 1}));    // [B, L, H, D] memory
+  EXPECT_TRUE(folds({1024, 256, 16, 1}));   // padded heads, still one stride per (b, h)
 }
 
 TEST(CudaPlan, IsPure) {
