@@ -121,6 +121,7 @@ void run_attention(const TensorView& q, const TensorView& k, const TensorView& v
     a.rows = route.tiled.rows;
     a.row_blocks = route.tiled.row_blocks;
     a.wide_out = wide_rows(out);
+    a.value_parts = route.tiled.value_parts;
     run_tiled(a, route, stream);
   } else {
     ComposedArgs a;

@@ -41,7 +41,7 @@ void launch_typed(int config, const TiledArgs& args, dim3 grid, cudaStream_t str
 void run_tiled(const TiledArgs& args, const plan::CudaRoute& route, cudaStream_t stream) {
   const plan::CudaTiledShape& s = route.tiled;
   const dim3 grid(static_cast<unsigned>(s.row_blocks), static_cast<unsigned>(args.g.kv_heads),
-                  static_cast<unsigned>(args.g.batch));
+                  static_cast<unsigned>(args.g.batch * s.value_parts));
   LaunchRecord record(route.plan.kernel_name.c_str(), grid.x, grid.y, grid.z, stream);
   switch (args.type) {
     case ElementType::Float16: launch_typed<__half>(s.config, args, grid, stream); break;

@@ -16,9 +16,10 @@ struct TiledArgs : CallArgs {
   std::int64_t rows = 0;        // group × Lq packed rows per (batch, key head)
   std::int64_t row_blocks = 0;  // ceil(rows / block_m)
   bool wide_out = false;        // out rows take 16-byte stores (stride-1, 16-byte aligned)
+  int value_parts = 1;          // blocks per row block along Dv (grid z = B × value_parts)
 };
 
-// The plan's tiled launch on `stream`: grid [row_blocks, Hkv, B].
+// The plan's tiled launch on `stream`: grid [row_blocks, Hkv, B × value_parts].
 void run_tiled(const TiledArgs& args, const plan::CudaRoute& route, cudaStream_t stream);
 
 namespace tiled {

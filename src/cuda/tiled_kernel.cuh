@@ -27,7 +27,7 @@ namespace heed::cuda::tiled {
 
 template <int D, int Dv>
 struct Traits {
-  static constexpr int kIndex = plan::cuda::tiled_config_index(D, Dv);
+  static constexpr int kIndex = plan::cuda::tiled_kernel_index(D, Dv);
   static_assert(kIndex >= 0, "no entry of kTiledConfigs serves this (D, Dv)");
   static constexpr int kWarps = plan::cuda::kTiledConfigs[kIndex].warps;
   static constexpr int kThreads = 32 * kWarps;
@@ -181,7 +181,8 @@ __global__ void __launch_bounds__(Traits<D, Dv>::kThreads, Traits<D, Dv>::kMinBl
   const Geometry& g = a.g;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int quad_row = lane >> 2, quad_col = lane & 3;
-  const std::int64_t b = blockIdx.z, kv_head = blockIdx.y;
+  // z = b × value_parts + part: the part's Dv columns of v and out (whole 16-byte chunks apart).
+  const std::int64_t b = blockIdx.z / a.value_parts, kv_head = blockIdx.y, part = blockIdx.z % a.value_parts;
   // Row blocks last first: under causal masking the last positions see the most keys.
   const int row0 = static_cast<int>((a.row_blocks - 1 - blockIdx.x) * kBlockM);
   // Lengths below 2^29 and rows below 2^30 (the planner's kTiledMaxLength): 32-bit indices.
@@ -229,7 +230,8 @@ __global__ void __launch_bounds__(Traits<D, Dv>::kThreads, Traits<D, Dv>::kMinBl
   }
 
   const T* k_head = static_cast<const T*>(a.k) + b * a.k_strides.s[0] + kv_head * a.k_strides.s[1];
-  const T* v_head = static_cast<const T*>(a.v) + b * a.v_strides.s[0] + kv_head * a.v_strides.s[1];
+  const T* v_head =
+      static_cast<const T*>(a.v) + b * a.v_strides.s[0] + kv_head * a.v_strides.s[1] + part * Dv * a.v_strides.s[3];
   // Copies key tile `tile` into ring stage `stage`; keys past Lk are zeros.
   const auto load_tile = [&](int tile, int stage) {
     const std::int64_t n0 = std::int64_t(tile) * kBlockN;
@@ -442,7 +444,7 @@ __global__ void __launch_bounds__(Traits<D, Dv>::kThreads, Traits<D, Dv>::kMinBl
           pack<T>(o[j][2 * half] * factor[half], o[j][2 * half + 1] * factor[half]);
     }
   __syncwarp();
-  T* const out_batch = static_cast<T*>(a.out) + b * a.out_strides.s[0];
+  T* const out_batch = static_cast<T*>(a.out) + b * a.out_strides.s[0] + part * Dv * a.out_strides.s[3];
 #pragma unroll
   for (int i = 0; i < Dv / 16; ++i) {
     const int index = lane + 32 * i;

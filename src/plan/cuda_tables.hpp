@@ -121,17 +121,18 @@ namespace heed::plan::cuda {
 // sm_90a until a wgmma kernel exists). One kernel per (D, Dv) pair below and dtype (float16,
 // bfloat16): each warp holds 16 query rows (its Q fragments in registers where they fit, else
 // read from shared memory per key tile), a block `warps` × 16 rows, and K/V tiles of `block_n`
-// keys stream through a `stages`-deep cp.async ring in shared memory. Every other (D, Dv) and
-// float32 stay on the composed route. Not yet measured on a GPU: the shapes follow
+// keys stream through a `stages`-deep cp.async ring in shared memory; `value_parts` blocks split
+// Dv (D 512). Every other (D, Dv) and float32 stay on the composed route. Not yet measured on a GPU: the shapes follow
 // FlashAttention-2's sm_80 choices (128-row blocks, 64-key tiles from D 128 up), re-measure
 // with heed_cuda_bench (scripts/gpu-check) before tuning.
 struct TiledConfig {
-  std::int64_t head_dim = 0, value_dim = 0;
+  std::int64_t head_dim = 0, value_dim = 0;  // value_dim: the output columns of one block
   int warps = 4;                // 16 query rows each: block_m = 16 × warps
   int block_n = 64;             // keys per tile
   int stages = 2;               // K/V tiles in flight in the shared-memory ring
   bool q_in_registers = true;   // else Q fragments are read from shared memory per key tile
   int min_blocks = 1;           // resident blocks per SM the register budget is cut for
+  int value_parts = 1;          // blocks per row block, each value_dim columns of Dv (S recomputed)
 };
 
 // One 8-warp block per SM everywhere (256 threads, up to 255 registers each): ptxas then uses
@@ -150,15 +151,33 @@ inline constexpr TiledConfig kTiledConfigs[] = {
     {192, 128, 8, 64, 2, false, 1},
     {192, 192, 8, 64, 2, false, 1},
     {256, 256, 8, 32, 2, false, 1},
+    // D = Dv = 512 (no public fused kernel serves it): a warp's 16 rows × 512 output columns
+    // would take 256 float32 registers per lane, so the value columns split in two: blocks
+    // z = 2b and 2b + 1 each compute S for their rows (the whole of D) and 256 columns of O, and
+    // the work is 1.5× the FLOPs counted (2·512 + 2·256 per pair and part, against 2·512 + 2·512).
+    // 224 KiB of shared memory (Q 128 KiB, two stages of 32 keys × (512 + 256) × 2 bytes): an
+    // H100 / H200 holds it, an A100 (163 KiB) does not and keeps the composed route.
+    {512, 256, 8, 32, 2, false, 1, 2},
 };
 inline constexpr int kTiledConfigCount = static_cast<int>(sizeof(kTiledConfigs) / sizeof(kTiledConfigs[0]));
 // Query rows per warp: the M of mma.m16n8k16, one A fragment per 16-key step.
 inline constexpr int kTiledRowsPerWarp = 16;
 
+// The value dimension a configuration serves: its blocks' columns times the parts.
+constexpr std::int64_t served_value_dim(const TiledConfig& c) { return c.value_dim * c.value_parts; }
+
 // The configuration serving (D, Dv), or -1.
 constexpr int tiled_config_index(std::int64_t head_dim, std::int64_t value_dim) {
   for (int i = 0; i < kTiledConfigCount; ++i) {
-    if (kTiledConfigs[i].head_dim == head_dim && kTiledConfigs[i].value_dim == value_dim) return i;
+    if (kTiledConfigs[i].head_dim == head_dim && served_value_dim(kTiledConfigs[i]) == value_dim) return i;
+  }
+  return -1;
+}
+
+// The configuration whose blocks compute (D, Dv-per-block) (the kernel's instantiation), or -1.
+constexpr int tiled_kernel_index(std::int64_t head_dim, std::int64_t block_value_dim) {
+  for (int i = 0; i < kTiledConfigCount; ++i) {
+    if (kTiledConfigs[i].head_dim == head_dim && kTiledConfigs[i].value_dim == block_value_dim) return i;
   }
   return -1;
 }

@@ -24,11 +24,12 @@ std::string dims_name(std::int64_t head_dim, std::int64_t value_dim) {
 // with one batch to keep the oracle quick.
 void append_head_sizes(std::vector<CaseSpec>& cases) {
   for (const auto& c : plan::cuda::kTiledConfigs) {
+    const std::int64_t dv = plan::cuda::served_value_dim(c);
     for (DType dtype : {f16, bf16}) {
-      const std::string name = std::string("tiled_") + short_name(dtype) + "_" + dims_name(c.head_dim, c.value_dim);
+      const std::string name = std::string("tiled_") + short_name(dtype) + "_" + dims_name(c.head_dim, dv);
       const std::int64_t batch = c.head_dim >= 192 ? 1 : 2;
-      cases.push_back(Make(name, batch, 4, 2, 150, 200, c.head_dim, c.value_dim, dtype));
-      cases.push_back(Make(name + "_causal", 1, 4, 4, 257, 257, c.head_dim, c.value_dim, dtype).causal());
+      cases.push_back(Make(name, batch, 4, 2, 150, 200, c.head_dim, dv, dtype));
+      cases.push_back(Make(name + "_causal", 1, 4, 4, 257, 257, c.head_dim, dv, dtype).causal());
     }
   }
 }
@@ -93,7 +94,13 @@ std::vector<CaseSpec> tiled_cuda_cases() {
       Make("tiled_strided_last_composed", 1, 2, 2, 40, 60, 64, 64, bf16).layout(L::StridedLast),
       Make("tiled_forced_strided_last", 1, 2, 2, 40, 60, 64, 64, bf16).layout(L::StridedLast).route(kTiled),
       Make("tiled_forced_f32", 1, 2, 2, 40, 60, 64, 64, DType::Float32).route(kTiled),
-      Make("tiled_forced_d512", 1, 2, 2, 40, 60, 512, 512, bf16).route(kTiled),
+      Make("tiled_forced_d384", 1, 2, 2, 40, 60, 384, 384, bf16).route(kTiled),
+      // D 512 in two value parts (grid z = b x 2 + part): batches, GQA, masks, sinks, windows and
+      // [B, L, H, D] rows all pass through both parts.
+      Make("tiled_d512_batch3_gqa", 3, 4, 2, 70, 90, 512, 512, bf16),
+      Make("tiled_d512_causal_lq_lt_lk_sinks", 1, 4, 1, 50, 140, 512, 512, f16).causal().sinks(),
+      Make("tiled_d512_window_mask", 2, 2, 2, 60, 100, 512, 512, bf16).window(30).mask(MK::Bool4D).masked_rows(),
+      Make("tiled_d512_blhd", 2, 2, 1, 40, 70, 512, 512, f16).layout(L::BLHD).out_layout(L::BLHD),
       // Scale: large logits, and a negative scale (the maxima are of the scaled scores).
       Make("tiled_large_logits", 1, 2, 2, 50, 200, 64, 64, f16).scale(1.0),
       Make("tiled_negative_scale", 1, 2, 2, 50, 200, 128, 128, bf16).scale(-0.2),

@@ -207,14 +207,14 @@ TEST(CudaPlan, ACapBelowTheTensorCoreTileFallsBackToCudaCores) {
 }
 
 TEST(CudaPlan, PrefillRunsComposedAndTheCapBlocksIt) {
-  // D 512 has no tiled kernel: prefill runs composed.
+  // D 384 has no tiled kernel: prefill runs composed.
   AttentionOptions options;
-  const plan::CudaRoute r = plan_for(2, 8, 2, 300, 300, 512, DType::BFloat16, options);
+  const plan::CudaRoute r = plan_for(2, 8, 2, 300, 300, 384, DType::BFloat16, options);
   EXPECT_TRUE(std::holds_alternative<route::Composed>(r.plan.kernel)) << r.plan.explain();
   EXPECT_EQ(r.plan.kernel_name, "heed_cuda_composed_bf16");
   EXPECT_TRUE(r.composed.pack_v);  // P.V in float32
   options.max_score_bytes = 300 * 4 * 20;
-  const plan::CudaRoute capped = plan_for(2, 8, 2, 300, 300, 512, DType::BFloat16, options);
+  const plan::CudaRoute capped = plan_for(2, 8, 2, 300, 300, 384, DType::BFloat16, options);
   ASSERT_TRUE(std::holds_alternative<route::ComposedBlocks>(capped.plan.kernel));
   EXPECT_EQ(std::get<route::ComposedBlocks>(capped.plan.kernel).rows, 20);
   EXPECT_LE(capped.plan.max_intermediate_bytes, 300u * 4 * 20);
