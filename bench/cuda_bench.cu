@@ -8,7 +8,8 @@
 // each with "variant_of" (the A/B table of torch_cuda_compare.py; --no-variants skips them):
 // the plan itself, the CUDA-core kernel, twice and half the partitions, half the ring (timed
 // without heed::attention's checks, so "planned" against the case's own line is the cost of
-// those checks in a single call). The variants are planned
+// those checks in a single call). Prefill cases are timed again on each tiled kernel (mma.sync
+// and, on a 9.0 device, wgmma: the HEED_CUDA_TILED switch). The variants are planned
 // by the same planner (plan_cuda with a device description or tuning) and run through the
 // backend's own entry, so only the one choice differs.
 
@@ -210,20 +211,46 @@ void time_variants(const char* name, const heed::TensorView& q, const heed::Tens
   }
 }
 
+// Times the prefill case on both tiled kernels, planned as with HEED_CUDA_TILED=mma and =wgmma
+// (same planner, same entry point), one JSON object each with "variant_of" and "tflops".
+void time_tiled_variants(const char* name, const heed::TensorView& q, const heed::TensorView& k,
+                         const heed::TensorView& v, heed::TensorView& out, float scale,
+                         const heed::AttentionOptions& options, double flops, int reps) {
+  using namespace heed;
+  using Kernel = plan::CudaDeviceInfo::TiledKernel;
+  const plan::Problem problem = plan::validate_views(q, k, v, options);
+  const plan::CudaDeviceInfo& device = cuda::device_info(q.device, "heed_cuda_bench");
+  for (const auto& [variant, kernel] : {std::pair{"mma", Kernel::Mma}, std::pair{"wgmma", Kernel::Wgmma}}) {
+    plan::CudaDeviceInfo described = device;
+    described.tiled_kernel = kernel;
+    const plan::CudaRoute route = plan::plan_cuda(problem, described);
+    if (!std::holds_alternative<route::Tiled>(route.plan.kernel)) return;
+    const auto call = [&] { cuda::run_attention(q, k, v, out, scale, options, route, nullptr); };
+    const double first_ms = median_ms(call, 1, 1);
+    const double ms = median_ms(call, 2, reps_within(first_ms, 1000, reps));
+    std::printf("{\"variant_of\": \"%s\", \"variant\": \"%s\", \"kernel\": \"%s\", \"prefill\": true, "
+                "\"ms\": %.5f, \"tflops\": %.2f}\n",
+                name, variant, route.plan.kernel_name.c_str(), ms, flops / (ms * 1e-3) / 1e12);
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace heed;
   int reps = 30;
-  bool variants = true;
+  bool variants = true, prefill_only = false;
   for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--prefill") prefill_only = true;
     if (std::string(argv[i]) == "--reps" && i + 1 < argc) reps = std::atoi(argv[i + 1]);
-    if (std::string(argv[i]) == "--no-variants") variants = false;
+    if (std::string(argv[i]) == "--no-variants") variants = false;  // --prefill: skip decode
   }
   const double copy = copy_tbytes();
   const double peak = gemm_tflops();
   std::printf("{\"copy_tbytes\": %.4f, \"bf16_gemm_tflops\": %.1f}\n", copy, peak);
   for (const Case& c : kCases) {
+    if (prefill_only && c.decode) continue;
     const Shape q_shape{c.batch, c.q_heads, c.q_len, c.head_dim};
     const Shape k_shape{c.batch, c.kv_heads, c.kv_len, c.head_dim};
     const Shape out_shape = q_shape;
@@ -276,6 +303,7 @@ int main(int argc, char** argv) {
                 bytes / (batched_ms * 1e-3) / 1e12);
     std::fflush(stdout);
     if (c.decode && variants) time_variants(c.name, qv, kv, vv, ov, scale, options, bytes, reps);
+    if (!c.decode && variants) time_tiled_variants(c.name, qv, kv, vv, ov, scale, options, flops, reps);
     ok(cudaFree(q), "free");
     ok(cudaFree(k), "free");
     ok(cudaFree(v), "free");

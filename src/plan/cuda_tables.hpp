@@ -117,8 +117,8 @@ inline constexpr int kRowThreads = 256;
 
 namespace heed::plan::cuda {
 
-// Tiled (prefill) route, FlashAttention-2 style on mma.sync (sm_80 and up; also the route on
-// sm_90a until a wgmma kernel exists). One kernel per (D, Dv) pair below and dtype (float16,
+// Tiled (prefill) route, FlashAttention-2 style on mma.sync (sm_80 and up; on sm_90 the route
+// for what kHopperConfigs below does not serve, and for everything under HEED_CUDA_TILED=mma). One kernel per (D, Dv) pair below and dtype (float16,
 // bfloat16): each warp holds 16 query rows (its Q fragments in registers where they fit, else
 // read from shared memory per key tile), a block `warps` × 16 rows, and K/V tiles of `block_n`
 // keys stream through a `stages`-deep cp.async ring in shared memory. Every other (D, Dv) and
@@ -178,6 +178,54 @@ constexpr std::int64_t tiled_shared_bytes(const TiledConfig& c) {
   const std::int64_t v_row = tiled_row_stride(static_cast<int>(c.value_dim / 8));
   const std::int64_t q_tile = std::int64_t{kTiledRowsPerWarp} * c.warps * k_row;
   return 16 * (q_tile + std::int64_t{c.stages} * c.block_n * (k_row + v_row));
+}
+
+// Tiled route on Hopper (compute capability 9.0, built for sm_90a): K and V tiles of `block_n`
+// keys arrive by TMA (cp.async.bulk.tensor, 128-byte swizzle) in a `stages`-deep ring completed
+// on mbarriers; one producer warpgroup (one thread issues the copies) and two consumer
+// warpgroups of 64 rows (block_m 128), S = Q·Kᵀ and O += P·V on wgmma.mma_async (m64nNk16,
+// float32 accumulators; Q and K from shared memory, P from registers, V transposed from shared
+// memory). Rows are packed as on the mma.sync kernel. Served: float16 and bfloat16, D = Dv of
+// these entries; other head sizes keep the mma.sync kernel. Shapes from the register budget
+// (setmaxnreg 232 per consumer thread: O (Dv / 2), S (block_n / 2) and P (block_n / 4) floats)
+// and shared memory (Q, then `stages` × block_n × (D + Dv) × 2 bytes, at most 227 KiB).
+struct HopperConfig {
+  std::int64_t head_dim = 0, value_dim = 0;
+  int block_n = 128;  // keys per tile: the N of S's wgmma, the K of O's
+  int stages = 2;     // K/V tiles in flight in the shared-memory ring
+};
+inline constexpr HopperConfig kHopperConfigs[] = {
+    {64, 64, 128, 3},    // 16 + 3 × 32 KiB; S 64, O 32 registers: room for a third tile in flight
+    {128, 128, 128, 2},  // 32 + 2 × 64 KiB; S 64, O 64, P 32 registers
+    {256, 256, 64, 2},   // 64 + 2 × 64 KiB; O 128 registers leave S 32 (64 keys)
+};
+inline constexpr int kHopperConfigCount = static_cast<int>(sizeof(kHopperConfigs) / sizeof(kHopperConfigs[0]));
+// Rows per block (two consumer warpgroups of 64) and threads (one producer warpgroup besides).
+inline constexpr int kHopperBlockM = 128;
+inline constexpr int kHopperThreads = 384;
+// Registers per thread after setmaxnreg: 128 × (40 + 2 × 232) = 64512 of the SM's 65536.
+inline constexpr int kHopperProducerRegisters = 40;
+inline constexpr int kHopperConsumerRegisters = 232;
+
+// The Hopper configuration serving (D, Dv), or -1.
+constexpr int hopper_config_index(std::int64_t head_dim, std::int64_t value_dim) {
+  for (int i = 0; i < kHopperConfigCount; ++i) {
+    if (kHopperConfigs[i].head_dim == head_dim && kHopperConfigs[i].value_dim == value_dim) return i;
+  }
+  return -1;
+}
+
+// The Hopper kernel's shared memory: Q (block_m rows), the ring, 3 × stages mbarriers (K full, V
+// full, stage empty), and 1 KiB to align the base to the 128-byte swizzle's 1024-byte atoms.
+constexpr std::int64_t hopper_ring_offset(const HopperConfig& c) { return std::int64_t{kHopperBlockM} * c.head_dim * 2; }
+constexpr std::int64_t hopper_stage_bytes(const HopperConfig& c) {
+  return std::int64_t{c.block_n} * (c.head_dim + c.value_dim) * 2;
+}
+constexpr std::int64_t hopper_barrier_offset(const HopperConfig& c) {
+  return hopper_ring_offset(c) + c.stages * hopper_stage_bytes(c);
+}
+constexpr std::int64_t hopper_shared_bytes(const HopperConfig& c) {
+  return hopper_barrier_offset(c) + 3 * 8 * c.stages + 1024;
 }
 
 // The tiled kernel indexes with 32-bit integers: Lq and Lk below this, packed rows (group × Lq)

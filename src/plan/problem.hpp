@@ -38,6 +38,10 @@ struct Problem {
   // strides and the data pointers multiples of 16 bytes (the CUDA tiled kernel's copies). For
   // shapes alone (contiguous, aligned data): row sizes in whole 16-byte chunks.
   bool rows_wide = true;
+  // k's and v's strides along B, H and L are positive wherever the size is above 1 (and below
+  // 2^40 bytes): what a TMA tensor map can describe (the Hopper tiled kernel). Shapes alone:
+  // contiguous, so true.
+  bool kv_strides_positive = true;
 
   std::int64_t group() const { return kv_heads > 0 ? q_heads / kv_heads : 0; }
   bool empty_output() const { return batch == 0 || q_heads == 0 || q_len == 0 || value_dim == 0; }
