@@ -220,17 +220,28 @@ void time_tiled_variants(const char* name, const heed::TensorView& q, const heed
   using Kernel = plan::CudaDeviceInfo::TiledKernel;
   const plan::Problem problem = plan::validate_views(q, k, v, options);
   const plan::CudaDeviceInfo& device = cuda::device_info(q.device, "heed_cuda_bench");
-  for (const auto& [variant, kernel] : {std::pair{"mma", Kernel::Mma}, std::pair{"wgmma", Kernel::Wgmma}}) {
+  struct TiledVariant {
+    const char* name;
+    Kernel kernel;
+    bool flip_pingpong;  // the wgmma kernel with its table's ping-pong choice reversed
+  };
+  for (const TiledVariant& variant : {TiledVariant{"mma", Kernel::Mma, false}, TiledVariant{"wgmma", Kernel::Wgmma, false},
+                                      TiledVariant{"wgmma_pp_flip", Kernel::Wgmma, true}}) {
     plan::CudaDeviceInfo described = device;
-    described.tiled_kernel = kernel;
-    const plan::CudaRoute route = plan::plan_cuda(problem, described);
+    described.tiled_kernel = variant.kernel;
+    plan::CudaRoute route = plan::plan_cuda(problem, described);
     if (!std::holds_alternative<route::Tiled>(route.plan.kernel)) return;
+    if (variant.flip_pingpong) {
+      if (!route.tiled.wgmma) continue;
+      route.tiled.pingpong = !route.tiled.pingpong;
+    }
     const auto call = [&] { cuda::run_attention(q, k, v, out, scale, options, route, nullptr); };
     const double first_ms = median_ms(call, 1, 1);
     const double ms = median_ms(call, 2, reps_within(first_ms, 1000, reps));
     std::printf("{\"variant_of\": \"%s\", \"variant\": \"%s\", \"kernel\": \"%s\", \"prefill\": true, "
                 "\"ms\": %.5f, \"tflops\": %.2f}\n",
-                name, variant, route.plan.kernel_name.c_str(), ms, flops / (ms * 1e-3) / 1e12);
+                name, variant.flip_pingpong ? (route.tiled.pingpong ? "wgmma_pingpong" : "wgmma_no_pingpong") : variant.name,
+                route.plan.kernel_name.c_str(), ms, flops / (ms * 1e-3) / 1e12);
     std::fflush(stdout);
   }
 }

@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 #include <cudaTypedefs.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "core/format.hpp"
@@ -38,9 +39,10 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_function() {
 // The map of one [B, Hkv, Lk, E] operand: dims (E, Lk, Hkv, B), boxes of 64 columns × block_n
 // keys, 128-byte swizzle, keys past Lk read as zeros. Sizes of 1 take a packed stride (any
 // value does; the planner checked the others: positive, multiples of 16 bytes, under 2^40).
+// Lk = 0 is described as 1 key: the kernel then loads no tile.
 CUtensorMap tensor_map(const void* data, CUtensorMapDataType type, const Geometry& g, std::int64_t columns,
                        const Strides4& strides, int block_n, const char* name) {
-  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(columns), static_cast<cuuint64_t>(g.kv_len),
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(columns), static_cast<cuuint64_t>(std::max<std::int64_t>(g.kv_len, 1)),
                               static_cast<cuuint64_t>(g.kv_heads), static_cast<cuuint64_t>(g.batch)};
   cuuint64_t byte_strides[3];
   cuuint64_t packed = static_cast<cuuint64_t>(columns) * 2;
@@ -98,6 +100,7 @@ void run_tiled_hopper(const TiledArgs& args, const plan::CudaRoute& route, cudaS
     case ElementType::BFloat16: type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16; break;
     default: throw Error(ErrorKind::Internal, "[heed::attention] Hopper tiled route: float16 and bfloat16 only");
   }
+  a.pingpong = s.pingpong;
   const int block_n = static_cast<int>(s.block_n);
   a.k_map = tensor_map(args.k, type, args.g, args.g.head_dim, args.k_strides, block_n, "k");
   a.v_map = tensor_map(args.v, type, args.g, args.g.value_dim, args.v_strides, block_n, "v");

@@ -13,6 +13,7 @@ namespace heed::cuda {
 // on the host for each call; the kernel takes them as a __grid_constant__ parameter.
 struct HopperArgs : TiledArgs {
   CUtensorMap k_map, v_map;
+  bool pingpong = true;  // the consumer warpgroups take turns to issue wgmma
 };
 
 // The plan's Hopper launch on `stream`: grid [row_blocks, Hkv, B].

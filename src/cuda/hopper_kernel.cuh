@@ -111,6 +111,23 @@ __device__ __forceinline__ int swizzled(int row, int chunk, int panel) {
   return (chunk >> 3) * panel + row * 128 + (((chunk & 7) ^ (row & 7)) << 4);
 }
 
+// The consumer warpgroups' turns to issue wgmma (ping-pong): consumer c waits on barrier 3 + c
+// until the other has issued and arrived there (256 threads: 128 waiting, 128 arriving).
+__device__ __forceinline__ void wait_turn(int consumer) {
+  if (consumer == 0) {
+    asm volatile("bar.sync 3, 256;\n" ::: "memory");
+  } else {
+    asm volatile("bar.sync 4, 256;\n" ::: "memory");
+  }
+}
+__device__ __forceinline__ void pass_turn(int consumer) {
+  if (consumer == 0) {
+    asm volatile("bar.arrive 4, 256;\n" ::: "memory");
+  } else {
+    asm volatile("bar.arrive 3, 256;\n" ::: "memory");
+  }
+}
+
 // Named barrier among one consumer warpgroup's 128 threads (ids 1 and 2; 0 is __syncthreads).
 __device__ __forceinline__ void warpgroup_sync(int consumer) {
   if (consumer == 0) {
@@ -135,7 +152,8 @@ __global__ void __launch_bounds__(plan::cuda::kHopperThreads, 1) hopper_kernel(c
   const unsigned q_tile = base, ring = base + Tr::kRingOffset, barriers = base + Tr::kBarrierOffset;
   const auto full_k = [&](int stage) { return barriers + 8u * stage; };
   const auto full_v = [&](int stage) { return barriers + 8u * (kStages + stage); };
-  const auto empty = [&](int stage) { return barriers + 8u * (2 * kStages + stage); };
+  const auto empty_k = [&](int stage) { return barriers + 8u * (2 * kStages + stage); };
+  const auto empty_v = [&](int stage) { return barriers + 8u * (3 * kStages + stage); };
 
   const Geometry& g = a.g;
   const std::int64_t b = blockIdx.z, kv_head = blockIdx.y;
@@ -155,7 +173,8 @@ __global__ void __launch_bounds__(plan::cuda::kHopperThreads, 1) hopper_kernel(c
     for (int stage = 0; stage < kStages; ++stage) {
       barrier_init(full_k(stage), 1);
       barrier_init(full_v(stage), 1);
-      barrier_init(empty(stage), 8);  // one arrival per consumer warp
+      barrier_init(empty_k(stage), 8);  // one arrival per consumer warp
+      barrier_init(empty_v(stage), 8);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -168,12 +187,14 @@ __global__ void __launch_bounds__(plan::cuda::kHopperThreads, 1) hopper_kernel(c
       const int head = static_cast<int>(kv_head), batch = static_cast<int>(b);
       for (int step = 0; step < n_tiles; ++step) {
         const int stage = step % kStages;
-        if (step >= kStages) barrier_wait(empty(stage), ((step / kStages) + 1) & 1);
+        const unsigned reuse = ((step / kStages) + 1) & 1;  // the phase of the stage's last release
         const int n0 = (tile_first + step) * kBlockN;
         const unsigned k_tile = ring + stage * Tr::kStageBytes, v_tile = k_tile + Tr::kKBytes;
+        if (step >= kStages) barrier_wait(empty_k(stage), reuse);
         barrier_expect_bytes(full_k(stage), Tr::kKBytes);
 #pragma unroll
         for (int p = 0; p < D / 64; ++p) tma_load(k_tile + p * Tr::kRingPanel, a.k_map, full_k(stage), 64 * p, n0, head, batch);
+        if (step >= kStages) barrier_wait(empty_v(stage), reuse);
         barrier_expect_bytes(full_v(stage), Tr::kVBytes);
 #pragma unroll
         for (int p = 0; p < Dv / 64; ++p) tma_load(v_tile + p * Tr::kRingPanel, a.v_map, full_v(stage), 64 * p, n0, head, batch);
@@ -227,14 +248,11 @@ __global__ void __launch_bounds__(plan::cuda::kHopperThreads, 1) hopper_kernel(c
       for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
     const unsigned q_rows = q_tile + wg_row0 * 128;
 
-    for (int step = 0; step < n_tiles; ++step) {
+    // S = Q·Kᵀ of tile `step` into s, issued (D / 16 steps of 16 columns, 4 per 128-byte panel).
+    const auto issue_scores = [&](float (&s)[kNTiles][4], int step) {
       const int stage = step % kStages;
-      const unsigned parity = (step / kStages) & 1;
-      const unsigned k_tile = ring + stage * Tr::kStageBytes, v_tile = k_tile + Tr::kKBytes;
-
-      // S = Q·Kᵀ: D / 16 steps of 16 columns, 4 per 128-byte panel (32 bytes apart).
-      float s[kNTiles][4];
-      barrier_wait(full_k(stage), parity);
+      barrier_wait(full_k(stage), (step / kStages) & 1);
+      const unsigned k_tile = ring + stage * Tr::kStageBytes;
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
@@ -243,11 +261,28 @@ __global__ void __launch_bounds__(plan::cuda::kHopperThreads, 1) hopper_kernel(c
                               descriptor(k_tile + (kk / 4) * Tr::kRingPanel + column, 16, 1024), kk > 0);
       }
       wgmma_commit();
-      wgmma_wait<0>();
-      hold(s);
-
-      // To the log2 domain; -inf where the key is out of the row's reach (array masks stay on
-      // the mma.sync kernel: reading them here spills).
+    };
+    // O += P·V of tile `step`, issued: the weights of keys 16kk..16kk+15 are the A fragment of
+    // step kk; V's 16 keys of step kk are 2048 bytes into each panel.
+    const auto issue_values = [&](const std::uint32_t (&p)[kBlockN / 16][4], int step) {
+      const int stage = step % kStages;
+      barrier_wait(full_v(stage), (step / kStages) & 1);
+      const unsigned v_tile = ring + stage * Tr::kStageBytes + Tr::kKBytes;
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+        Wgmma<T, Dv>::rs(o, p[kk], descriptor(v_tile + kk * 2048u, Tr::kRingPanel, 1024), 1);
+      }
+      wgmma_commit();
+    };
+    // A stage's K (or V) is free once this warp's wgmma that read it has completed.
+    const auto release = [&](unsigned barrier) {
+      __syncwarp();
+      if (lane == 0) barrier_arrive(barrier);
+    };
+    // Scores of tile `step` to weights 2^(s - frame) in place (log2 domain; -inf where the key is
+    // out of the row's reach), the row maxima updated; returns the old state's rescale factors.
+    const auto softmax = [&](float (&s)[kNTiles][4], int step, float (&rescale)[2], float (&tile_sum)[2]) {
       const int n0 = (tile_first + step) * kBlockN;
       const bool edge = n0 + kBlockN > kv_len || (g.causal && n0 + kBlockN - 1 > diag_first) ||
                         (window > 0 && n0 <= diag_last - window);
@@ -271,21 +306,20 @@ __global__ void __launch_bounds__(plan::cuda::kHopperThreads, 1) hopper_kernel(c
 #pragma unroll
           for (int e = 0; e < 4; ++e) s[j][e] *= a.scale_log2;
       }
-
-      // Online softmax, as the mma.sync kernel: a row that has seen no key keeps max -inf and
-      // takes frame 0, so its weights are 0, not NaN.
+      // A row that has seen no key keeps max -inf and takes frame 0: weights 0, not NaN.
       float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
       for (int j = 0; j < kNTiles; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[j][e]);
-      float frame[2], rescale[2], tile_sum[2] = {0.0f, 0.0f};
+      float frame[2];
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const float new_max = fmaxf(row_max[half], tiled::quad_max(tile_max[half]));
         frame[half] = new_max == -INFINITY ? 0.0f : new_max;
         rescale[half] = tiled::exp2_approx(row_max[half] - frame[half]);
         row_max[half] = new_max;
+        tile_sum[half] = 0.0f;
       }
 #pragma unroll
       for (int j = 0; j < kNTiles; ++j)
@@ -294,36 +328,63 @@ __global__ void __launch_bounds__(plan::cuda::kHopperThreads, 1) hopper_kernel(c
           s[j][e] = tiled::exp2_approx(s[j][e] - frame[e >> 1]);
           tile_sum[e >> 1] += s[j][e];
         }
+    };
+    const auto to_weights = [&](const float (&s)[kNTiles][4], std::uint32_t (&p)[kBlockN / 16][4]) {
 #pragma unroll
-      for (int half = 0; half < 2; ++half) row_sum[half] = row_sum[half] * rescale[half] + tile_sum[half];
-#pragma unroll
-      for (int j = 0; j < kOTiles; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) o[j][e] *= rescale[e >> 1];
+      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+        p[kk][0] = tiled::pack<T>(s[2 * kk][0], s[2 * kk][1]);
+        p[kk][1] = tiled::pack<T>(s[2 * kk][2], s[2 * kk][3]);
+        p[kk][2] = tiled::pack<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        p[kk][3] = tiled::pack<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      }
+    };
 
-      // O += P·V: the score fragments of keys 16kk..16kk+15 are the A fragment of step kk; V's
-      // 16 keys of step kk are 2048 bytes into each panel.
-      std::uint32_t pa[kBlockN / 16][4];
+    // Software pipeline within the warpgroup: tile j's S = Q·Kᵀ and tile j-1's O += P·V are in
+    // flight while the softmax of tile j runs; O is rescaled once P·V of tile j-1 is complete.
+    // With ping-pong the two warpgroups take turns to issue (n_tiles + 1 turns each, consumer 0
+    // first), so that one's softmax runs while the other's products occupy the tensor cores.
+    if (n_tiles > 0) {
+      float s[kNTiles][4];
+      std::uint32_t p[kBlockN / 16][4];
+      float rescale[2], tile_sum[2];
+      const bool pingpong = a.pingpong;
+      if (pingpong && consumer == 1) pass_turn(consumer);
+      if (pingpong) wait_turn(consumer);
+      issue_scores(s, 0);
+      if (pingpong) pass_turn(consumer);
+      wgmma_wait<0>();
+      hold(s);
+      release(empty_k(0));
+      softmax(s, 0, rescale, tile_sum);
 #pragma unroll
-      for (int kk = 0; kk < kBlockN / 16; ++kk) {
-        pa[kk][0] = tiled::pack<T>(s[2 * kk][0], s[2 * kk][1]);
-        pa[kk][1] = tiled::pack<T>(s[2 * kk][2], s[2 * kk][3]);
-        pa[kk][2] = tiled::pack<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-        pa[kk][3] = tiled::pack<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-      }
-      barrier_wait(full_v(stage), parity);
-      wgmma_fence();
+      for (int half = 0; half < 2; ++half) row_sum[half] = tile_sum[half];
+      to_weights(s, p);
+      for (int step = 1; step < n_tiles; ++step) {
+        if (pingpong) wait_turn(consumer);
+        issue_scores(s, step);
+        issue_values(p, step - 1);
+        if (pingpong) pass_turn(consumer);
+        wgmma_wait<1>();  // S of tile `step`
+        hold(s);
+        release(empty_k(step % kStages));
+        softmax(s, step, rescale, tile_sum);
+        wgmma_wait<0>();  // P·V of tile step - 1
+        hold(o);
+        release(empty_v((step - 1) % kStages));
 #pragma unroll
-      for (int kk = 0; kk < kBlockN / 16; ++kk) {
-        Wgmma<T, Dv>::rs(o, pa[kk], descriptor(v_tile + kk * 2048u, Tr::kRingPanel, 1024), 1);
+        for (int half = 0; half < 2; ++half) row_sum[half] = row_sum[half] * rescale[half] + tile_sum[half];
+#pragma unroll
+        for (int j = 0; j < kOTiles; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[j][e] *= rescale[e >> 1];
+        to_weights(s, p);
       }
-      wgmma_commit();
+      if (pingpong) wait_turn(consumer);
+      issue_values(p, n_tiles - 1);
+      if (pingpong && consumer == 0) pass_turn(consumer);  // consumer 1's last turn is its last wait
       wgmma_wait<0>();
       hold(o);
-      __syncwarp();
-      if (lane == 0) barrier_arrive(empty(stage));
     }
-
     // out = O / (sum + 2^sink), in the frame of the row's maximum; rows that saw no key are zeros.
     float factor[2];
 #pragma unroll

@@ -73,6 +73,7 @@ struct CudaComposedShape {
 struct CudaTiledShape {
   int config = -1;
   bool wgmma = false;
+  bool pingpong = false;  // wgmma: the consumer warpgroups take turns to issue (kHopperConfigs)
   int warps = 0, stages = 0;
   bool q_in_registers = true;
   std::int64_t block_m = 0, block_n = 0;

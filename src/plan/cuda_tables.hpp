@@ -193,11 +193,12 @@ struct HopperConfig {
   std::int64_t head_dim = 0, value_dim = 0;
   int block_n = 128;  // keys per tile: the N of S's wgmma, the K of O's
   int stages = 2;     // K/V tiles in flight in the shared-memory ring
+  bool pingpong = true;  // the two consumer warpgroups take turns to issue their products
 };
 inline constexpr HopperConfig kHopperConfigs[] = {
-    {64, 64, 128, 3},    // 16 + 3 × 32 KiB; S 64, O 32 registers: room for a third tile in flight
-    {128, 128, 128, 2},  // 32 + 2 × 64 KiB; S 64, O 64, P 32 registers
-    {256, 256, 64, 2},   // 64 + 2 × 64 KiB; O 128 registers leave S 32 (64 keys)
+    {64, 64, 128, 3, true},    // 16 + 3 × 32 KiB; S 64, O 32 registers: room for a third tile in flight
+    {128, 128, 128, 2, true},  // 32 + 2 × 64 KiB; S 64, O 64, P 32 registers
+    {256, 256, 64, 2, true},   // 64 + 2 × 64 KiB; O 128 registers leave S 32 (64 keys)
 };
 inline constexpr int kHopperConfigCount = static_cast<int>(sizeof(kHopperConfigs) / sizeof(kHopperConfigs[0]));
 // Rows per block (two consumer warpgroups of 64) and threads (one producer warpgroup besides).
@@ -215,8 +216,8 @@ constexpr int hopper_config_index(std::int64_t head_dim, std::int64_t value_dim)
   return -1;
 }
 
-// The Hopper kernel's shared memory: Q (block_m rows), the ring, 3 × stages mbarriers (K full, V
-// full, stage empty), and 1 KiB to align the base to the 128-byte swizzle's 1024-byte atoms.
+// The Hopper kernel's shared memory: Q (block_m rows), the ring, 4 × stages mbarriers (K and V
+// full, K and V free), and 1 KiB to align the base to the 128-byte swizzle's 1024-byte atoms.
 constexpr std::int64_t hopper_ring_offset(const HopperConfig& c) { return std::int64_t{kHopperBlockM} * c.head_dim * 2; }
 constexpr std::int64_t hopper_stage_bytes(const HopperConfig& c) {
   return std::int64_t{c.block_n} * (c.head_dim + c.value_dim) * 2;
@@ -225,7 +226,7 @@ constexpr std::int64_t hopper_barrier_offset(const HopperConfig& c) {
   return hopper_ring_offset(c) + c.stages * hopper_stage_bytes(c);
 }
 constexpr std::int64_t hopper_shared_bytes(const HopperConfig& c) {
-  return hopper_barrier_offset(c) + 3 * 8 * c.stages + 1024;
+  return hopper_barrier_offset(c) + 4 * 8 * c.stages + 1024;
 }
 
 // The tiled kernel indexes with 32-bit integers: Lq and Lk below this, packed rows (group × Lq)

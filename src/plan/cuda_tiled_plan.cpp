@@ -126,6 +126,7 @@ std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInf
     s.wgmma = true;
     s.warps = kHopperThreads / 32;
     s.stages = h.stages;
+    s.pingpong = h.pingpong;
     s.q_in_registers = false;
     s.block_m = kHopperBlockM;
     s.block_n = h.block_n;
@@ -149,10 +150,10 @@ void build_cuda_tiled(CudaRoute& r, const Problem& p, const CudaTiledFit& fit) {
     reasons.push_back(format("tiled tiles: {} rows x {} keys; one producer warpgroup (one thread issues TMA copies "
                              "of K and V, 128-byte swizzle, into a {}-stage ring completed on mbarriers; setmaxnreg "
                              "{}) and two consumer warpgroups of 64 rows (wgmma m64nNk16, float32 accumulators, Q "
-                             "and K from shared memory, P from registers; setmaxnreg {}); {} bytes of shared memory "
-                             "per block",
+                             "and K from shared memory, P from registers; setmaxnreg {}); S of tile j and P·V of "
+                             "tile j-1 in flight during tile j's softmax{}; {} bytes of shared memory per block",
                              s.block_m, s.block_n, s.stages, kHopperProducerRegisters, kHopperConsumerRegisters,
-                             s.shared_bytes));
+                             s.pingpong ? ", the warpgroups taking turns to issue (ping-pong)" : "", s.shared_bytes));
   } else {
     reasons.push_back(format("tiled tiles: {} rows x {} keys; {} warps of 16 rows (mma.sync m16n8k16, float32 "
                            "accumulators), Q {}; K/V tiles through a {}-stage cp.async ring; {} bytes of shared "
