@@ -27,6 +27,7 @@
 #include "cuda/runtime.hpp"
 #include "heed/heed.hpp"
 #include "plan/cuda_plan.hpp"
+#include "plan/cuda_tables.hpp"
 #include "plan/planner.hpp"
 
 namespace {
@@ -224,24 +225,34 @@ void time_tiled_variants(const char* name, const heed::TensorView& q, const heed
     const char* name;
     Kernel kernel;
     bool flip_pingpong;  // the wgmma kernel with its table's ping-pong choice reversed
+    bool other_tile;     // the wgmma kernel with the entry for the other masking (causal or not)
   };
-  for (const TiledVariant& variant : {TiledVariant{"mma", Kernel::Mma, false}, TiledVariant{"wgmma", Kernel::Wgmma, false},
-                                      TiledVariant{"wgmma_pp_flip", Kernel::Wgmma, true}}) {
+  for (const TiledVariant& variant :
+       {TiledVariant{"mma", Kernel::Mma, false, false}, TiledVariant{"wgmma", Kernel::Wgmma, false, false},
+        TiledVariant{"wgmma_pp_flip", Kernel::Wgmma, true, false}, TiledVariant{"wgmma_tile", Kernel::Wgmma, false, true}}) {
     plan::CudaDeviceInfo described = device;
     described.tiled_kernel = variant.kernel;
     plan::CudaRoute route = plan::plan_cuda(problem, described);
     if (!std::holds_alternative<route::Tiled>(route.plan.kernel)) return;
+    std::string label = variant.name;
     if (variant.flip_pingpong) {
       if (!route.tiled.wgmma) continue;
       route.tiled.pingpong = !route.tiled.pingpong;
+      label = route.tiled.pingpong ? "wgmma_pingpong" : "wgmma_no_pingpong";
+    }
+    if (variant.other_tile) {
+      const int other = plan::cuda::hopper_config_index(problem.head_dim, problem.value_dim, !problem.causal);
+      if (!route.tiled.wgmma || other == route.tiled.config) continue;
+      route.tiled.config = other;
+      route.tiled.block_n = plan::cuda::kHopperConfigs[other].block_n;
+      label = "wgmma_n" + std::to_string(route.tiled.block_n);
     }
     const auto call = [&] { cuda::run_attention(q, k, v, out, scale, options, route, nullptr); };
     const double first_ms = median_ms(call, 1, 1);
     const double ms = median_ms(call, 2, reps_within(first_ms, 1000, reps));
     std::printf("{\"variant_of\": \"%s\", \"variant\": \"%s\", \"kernel\": \"%s\", \"prefill\": true, "
                 "\"ms\": %.5f, \"tflops\": %.2f}\n",
-                name, variant.flip_pingpong ? (route.tiled.pingpong ? "wgmma_pingpong" : "wgmma_no_pingpong") : variant.name,
-                route.plan.kernel_name.c_str(), ms, flops / (ms * 1e-3) / 1e12);
+                name, label.c_str(), route.plan.kernel_name.c_str(), ms, flops / (ms * 1e-3) / 1e12);
     std::fflush(stdout);
   }
 }

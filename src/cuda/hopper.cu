@@ -19,8 +19,6 @@
 namespace heed::cuda {
 namespace {
 
-using plan::cuda::kHopperConfigs;
-
 // cuTensorMapEncodeTiled from the driver the runtime loaded (heed does not link libcuda).
 PFN_cuTensorMapEncodeTiled_v12000 encode_function() {
   static const PFN_cuTensorMapEncodeTiled_v12000 function = [] {
@@ -72,9 +70,7 @@ CUtensorMap tensor_map(const void* data, CUtensorMapDataType type, const Geometr
 template <typename T, std::size_t... I>
 bool launch_config(int config, const HopperArgs& args, dim3 grid, cudaStream_t stream, std::index_sequence<I...>) {
   return ((config == static_cast<int>(I)
-               ? (hopper::launch<T, static_cast<int>(kHopperConfigs[I].head_dim),
-                                 static_cast<int>(kHopperConfigs[I].value_dim)>(args, grid, stream),
-                  true)
+               ? (hopper::launch<T, static_cast<int>(I)>(args, grid, stream), true)
                : false) ||
           ...);
 }

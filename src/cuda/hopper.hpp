@@ -1,6 +1,6 @@
 #pragma once
 // The tiled (prefill) route on Hopper: TMA, mbarriers and wgmma (sm_90a), one instantiation
-// per (dtype, D, Dv) of plan/cuda_tables.hpp's kHopperConfigs.
+// per dtype and entry of plan/cuda_tables.hpp's kHopperConfigs.
 
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -20,7 +20,7 @@ struct HopperArgs : TiledArgs {
 void run_tiled_hopper(const TiledArgs& args, const plan::CudaRoute& route, cudaStream_t stream);
 
 namespace hopper {
-template <typename T, int D, int Dv>
+template <typename T, int kConfig>
 void launch(const HopperArgs& args, dim3 grid, cudaStream_t stream);
 }  // namespace hopper
 

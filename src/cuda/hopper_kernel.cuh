@@ -26,11 +26,11 @@ namespace heed::cuda::hopper {
 using tiled::copy_async;
 using tiled::shared_address;
 
-template <int D, int Dv>
+template <int kIndex>
 struct Traits {
-  static constexpr int kIndex = plan::cuda::hopper_config_index(D, Dv);
-  static_assert(kIndex >= 0, "no entry of kHopperConfigs serves this (D, Dv)");
+  static_assert(kIndex >= 0 && kIndex < plan::cuda::kHopperConfigCount, "an entry of kHopperConfigs");
   static constexpr plan::cuda::HopperConfig kConfig = plan::cuda::kHopperConfigs[kIndex];
+  static constexpr int D = static_cast<int>(kConfig.head_dim), Dv = static_cast<int>(kConfig.value_dim);
   static constexpr int kBlockM = plan::cuda::kHopperBlockM;
   static constexpr int kBlockN = kConfig.block_n;
   static constexpr int kStages = kConfig.stages;
@@ -137,10 +137,11 @@ __device__ __forceinline__ void warpgroup_sync(int consumer) {
   }
 }
 
-template <typename T, int D, int Dv>
+template <typename T, int kConfig>
 __global__ void __launch_bounds__(plan::cuda::kHopperThreads, 1) hopper_kernel(const __grid_constant__ HopperArgs a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Tr = Traits<D, Dv>;
+  using Tr = Traits<kConfig>;
+  constexpr int D = Tr::D, Dv = Tr::Dv;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kStages = Tr::kStages;
   constexpr int kNTiles = kBlockN / 8;  // 8-key score fragments per tile
   constexpr int kOTiles = Dv / 8;       // 8-column output fragments
@@ -286,6 +287,10 @@ __global__ void __launch_bounds__(plan::cuda::kHopperThreads, 1) hopper_kernel(c
       const int n0 = (tile_first + step) * kBlockN;
       const bool edge = n0 + kBlockN > kv_len || (g.causal && n0 + kBlockN - 1 > diag_first) ||
                         (window > 0 && n0 <= diag_last - window);
+      // Edge tiles are scaled here (hidden keys -inf); inner tiles take the scale in the
+      // exponent's FFMA, their maximum scale × the raw maximum (minimum under a negative scale).
+      float multiplier = 1.0f;
+      float tile_max[2] = {-INFINITY, -INFINITY};
       if (edge) {
         int lo[2], hi[2];
 #pragma unroll
@@ -299,19 +304,28 @@ __global__ void __launch_bounds__(plan::cuda::kHopperThreads, 1) hopper_kernel(c
           for (int e = 0; e < 4; ++e) {
             const int col = 8 * j + 2 * quad_col + (e & 1), half = e >> 1;
             s[j][e] = col >= lo[half] && col <= hi[half] ? s[j][e] * a.scale_log2 : -INFINITY;
+            tile_max[half] = fmaxf(tile_max[half], s[j][e]);
           }
       } else {
+        multiplier = a.scale_log2;
+        if (multiplier >= 0.0f) {
 #pragma unroll
-        for (int j = 0; j < kNTiles; ++j)
+          for (int j = 0; j < kNTiles; ++j)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) s[j][e] *= a.scale_log2;
+            for (int e = 0; e < 4; ++e) tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[j][e]);
+        } else {
+          float tile_min[2] = {INFINITY, INFINITY};
+#pragma unroll
+          for (int j = 0; j < kNTiles; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) tile_min[e >> 1] = fminf(tile_min[e >> 1], s[j][e]);
+#pragma unroll
+          for (int half = 0; half < 2; ++half) tile_max[half] = tile_min[half];
+        }
+#pragma unroll
+        for (int half = 0; half < 2; ++half) tile_max[half] *= multiplier;
       }
       // A row that has seen no key keeps max -inf and takes frame 0: weights 0, not NaN.
-      float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int j = 0; j < kNTiles; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[j][e]);
       float frame[2];
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
@@ -325,7 +339,7 @@ __global__ void __launch_bounds__(plan::cuda::kHopperThreads, 1) hopper_kernel(c
       for (int j = 0; j < kNTiles; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          s[j][e] = tiled::exp2_approx(s[j][e] - frame[e >> 1]);
+          s[j][e] = tiled::exp2_approx(fmaf(s[j][e], multiplier, -frame[e >> 1]));
           tile_sum[e >> 1] += s[j][e];
         }
     };
@@ -441,19 +455,19 @@ __global__ void __launch_bounds__(plan::cuda::kHopperThreads, 1) hopper_kernel(c
 }
 
 // Sets the kernel's shared-memory limit once per device (bit per device index), then launches.
-template <typename T, int D, int Dv>
+template <typename T, int kConfig>
 void launch(const HopperArgs& args, dim3 grid, cudaStream_t stream) {
-  using Tr = Traits<D, Dv>;
+  using Tr = Traits<kConfig>;
   static std::atomic<std::uint64_t> configured{0};
   int device = 0;
   check(cudaGetDevice(&device), "heed::attention", "cudaGetDevice");
   const std::uint64_t bit = std::uint64_t{1} << (device & 63);
   if ((configured.load(std::memory_order_acquire) & bit) == 0) {
-    check(cudaFuncSetAttribute(hopper_kernel<T, D, Dv>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSharedBytes),
+    check(cudaFuncSetAttribute(hopper_kernel<T, kConfig>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSharedBytes),
           "heed::attention", "cudaFuncSetAttribute (Hopper tiled shared memory)");
     configured.fetch_or(bit, std::memory_order_acq_rel);
   }
-  hopper_kernel<T, D, Dv><<<grid, Tr::kThreads, Tr::kSharedBytes, stream>>>(args);
+  hopper_kernel<T, kConfig><<<grid, Tr::kThreads, Tr::kSharedBytes, stream>>>(args);
 }
 
 }  // namespace heed::cuda::hopper

@@ -189,16 +189,28 @@ constexpr std::int64_t tiled_shared_bytes(const TiledConfig& c) {
 // these entries; other head sizes keep the mma.sync kernel. Shapes from the register budget
 // (setmaxnreg 232 per consumer thread: O (Dv / 2), S (block_n / 2) and P (block_n / 4) floats)
 // and shared memory (Q, then `stages` × block_n × (D + Dv) × 2 bytes, at most 227 KiB).
+enum class HopperMasking { Any, Causal, Full };  // the calls an entry serves: all, causal, not causal
 struct HopperConfig {
   std::int64_t head_dim = 0, value_dim = 0;
   int block_n = 128;  // keys per tile: the N of S's wgmma, the K of O's
   int stages = 2;     // K/V tiles in flight in the shared-memory ring
   bool pingpong = true;  // the two consumer warpgroups take turns to issue their products
+  HopperMasking masking = HopperMasking::Any;
 };
+// The first entry for (D, Dv) whose masking matches serves a call: causal (with or without a
+// window) or not. Longer tiles amortise each tile's softmax bookkeeping; under causal masking
+// shorter ones waste less on the diagonal.
 inline constexpr HopperConfig kHopperConfigs[] = {
-    {64, 64, 128, 3, true},    // 16 + 3 × 32 KiB; S 64, O 32 registers: room for a third tile in flight
-    {128, 128, 128, 2, true},  // 32 + 2 × 64 KiB; S 64, O 64, P 32 registers
-    {256, 256, 64, 2, true},   // 64 + 2 × 64 KiB; O 128 registers leave S 32 (64 keys)
+    // 16 + 3 × 32 KiB; S 64, O 32 registers: room for a third tile in flight.
+    {64, 64, 128, 3, true, HopperMasking::Causal},
+    // 16 + 2 × 48 KiB; S 96, P 48, O 32 registers.
+    {64, 64, 192, 2, true, HopperMasking::Full},
+    // 32 + 2 × 64 KiB; S 64, O 64, P 32 registers.
+    {128, 128, 128, 2, true, HopperMasking::Causal},
+    // 32 + 2 × 88 KiB; S 88, P 44, O 64 registers.
+    {128, 128, 176, 2, true, HopperMasking::Full},
+    // 64 + 2 × 64 KiB; O 128 registers leave S 32 (64 keys).
+    {256, 256, 64, 2, true, HopperMasking::Any},
 };
 inline constexpr int kHopperConfigCount = static_cast<int>(sizeof(kHopperConfigs) / sizeof(kHopperConfigs[0]));
 // Rows per block (two consumer warpgroups of 64) and threads (one producer warpgroup besides).
@@ -208,10 +220,12 @@ inline constexpr int kHopperThreads = 384;
 inline constexpr int kHopperProducerRegisters = 40;
 inline constexpr int kHopperConsumerRegisters = 232;
 
-// The Hopper configuration serving (D, Dv), or -1.
-constexpr int hopper_config_index(std::int64_t head_dim, std::int64_t value_dim) {
+// The Hopper configuration serving (D, Dv) with or without causal masking, or -1.
+constexpr int hopper_config_index(std::int64_t head_dim, std::int64_t value_dim, bool causal) {
   for (int i = 0; i < kHopperConfigCount; ++i) {
-    if (kHopperConfigs[i].head_dim == head_dim && kHopperConfigs[i].value_dim == value_dim) return i;
+    const HopperConfig& c = kHopperConfigs[i];
+    const bool fits = c.masking == HopperMasking::Any || (c.masking == HopperMasking::Causal) == causal;
+    if (c.head_dim == head_dim && c.value_dim == value_dim && fits) return i;
   }
   return -1;
 }

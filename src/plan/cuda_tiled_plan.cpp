@@ -30,7 +30,10 @@ std::string hopper_why_not(const Problem& p, const CudaDeviceInfo& device, int i
   if (!device.wgmma_built) return "this build has no sm_90a code (HEED_CUDA_ARCHS without 90a)";
   if (index < 0) {
     std::string built;
-    for (const HopperConfig& c : kHopperConfigs) built += (built.empty() ? "" : ", ") + format("{}", c.head_dim);
+    for (const HopperConfig& c : kHopperConfigs) {
+      const std::string size = format("{}", c.head_dim);
+      if (built.find(size) == std::string::npos) built += (built.empty() ? "" : ", ") + size;
+    }
     return format("the wgmma kernel is built for D = Dv in {} only, not D {} / Dv {}", built, p.head_dim,
                   p.value_dim);
   }
@@ -112,7 +115,7 @@ std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInf
   }
   // On Hopper the wgmma kernel where it serves, unless HEED_CUDA_TILED=mma.
   using Choice = CudaDeviceInfo::TiledKernel;
-  const int hopper = hopper_config_index(p.head_dim, p.value_dim);
+  const int hopper = hopper_config_index(p.head_dim, p.value_dim, p.causal);
   const std::string hopper_why = hopper_why_not(p, device, hopper);
   if (device.tiled_kernel == Choice::Mma) {
     fit.kernel_reason = "tiled kernel mma.sync: HEED_CUDA_TILED=mma";

@@ -201,11 +201,17 @@ TEST(CudaTiledPlan, HopperTakesTheWgmmaKernel) {
 TEST(CudaTiledPlan, EveryHopperConfigurationFitsAnH200) {
   for (const auto& c : plan::cuda::kHopperConfigs) {
     EXPECT_LE(plan::cuda::hopper_shared_bytes(c), 227 << 10) << c.head_dim;
-    const plan::CudaRoute r = plan_prefill(problem(1, 2, 2, 300, 300, c.head_dim, c.value_dim, DType::BFloat16),
-                                           h200_wgmma());
+    AttentionOptions options;
+    options.causal = c.masking == plan::cuda::HopperMasking::Causal;
+    const plan::CudaRoute r =
+        plan_prefill(problem(1, 2, 2, 300, 300, c.head_dim, c.value_dim, DType::BFloat16, options), h200_wgmma());
     EXPECT_TRUE(r.tiled.wgmma) << r.plan.explain();
+    EXPECT_EQ(r.tiled.block_n, c.block_n);
     EXPECT_EQ(r.tiled.shared_bytes, plan::cuda::hopper_shared_bytes(c));
   }
+  // Causal calls take shorter key tiles than full ones at D 64 and 128.
+  EXPECT_EQ(plan_prefill(problem(1, 2, 2, 300, 300, 128, 128, DType::BFloat16), h200_wgmma()).tiled.block_n, 176);
+  EXPECT_EQ(plan_prefill(problem(1, 2, 2, 300, 300, 64, 64, DType::BFloat16), h200_wgmma()).tiled.block_n, 192);
 }
 
 // Each condition the wgmma kernel needs, with the mma.sync kernel and the reason otherwise.
@@ -232,7 +238,7 @@ TEST(CudaTiledPlan, WgmmaFallsBackToMmaWithTheReason) {
   reversed.kv_strides_positive = false;
   expect_mma(plan_prefill(reversed, h200_wgmma()), "a TMA tensor map cannot describe");
   plan::Problem capped = base;
-  capped.max_score_bytes = 128 * 64 * 4;  // the mma.sync tile fits, the wgmma one (128 x 128) not
+  capped.max_score_bytes = 128 * 64 * 4;  // the mma.sync tile fits, the wgmma one (128 x 176) not
   expect_mma(plan_prefill(capped, h200_wgmma()), "exceeds max_score_bytes");
   plan::CudaDeviceInfo wanted = h200_wgmma();
   wanted.tiled_kernel = plan::CudaDeviceInfo::TiledKernel::Wgmma;
