@@ -221,31 +221,40 @@ void time_tiled_variants(const char* name, const heed::TensorView& q, const heed
   using Kernel = plan::CudaDeviceInfo::TiledKernel;
   const plan::Problem problem = plan::validate_views(q, k, v, options);
   const plan::CudaDeviceInfo& device = cuda::device_info(q.device, "heed_cuda_bench");
+  // (name, kernel, pingpong flipped, kHopperConfigs entry or -1 for the plan's)
   struct TiledVariant {
-    const char* name;
+    std::string name;
     Kernel kernel;
-    bool flip_pingpong;  // the wgmma kernel with its table's ping-pong choice reversed
-    bool other_tile;     // the wgmma kernel with the entry for the other masking (causal or not)
+    bool flip_pingpong;
+    int entry;
   };
-  for (const TiledVariant& variant :
-       {TiledVariant{"mma", Kernel::Mma, false, false}, TiledVariant{"wgmma", Kernel::Wgmma, false, false},
-        TiledVariant{"wgmma_pp_flip", Kernel::Wgmma, true, false}, TiledVariant{"wgmma_tile", Kernel::Wgmma, false, true}}) {
+  std::vector<TiledVariant> list = {{"mma", Kernel::Mma, false, -1}, {"wgmma", Kernel::Wgmma, false, -1},
+                                    {"", Kernel::Wgmma, true, -1}};
+  for (int i = 0; i < plan::cuda::kHopperConfigCount; ++i) {
+    const plan::cuda::HopperConfig& c = plan::cuda::kHopperConfigs[i];
+    if (c.head_dim == problem.head_dim && c.value_dim == problem.value_dim) {
+      list.push_back({"wgmma_n" + std::to_string(c.block_n) + "x" + std::to_string(c.consumers), Kernel::Wgmma, false, i});
+    }
+  }
+  for (const TiledVariant& variant : list) {
     plan::CudaDeviceInfo described = device;
     described.tiled_kernel = variant.kernel;
     plan::CudaRoute route = plan::plan_cuda(problem, described);
     if (!std::holds_alternative<route::Tiled>(route.plan.kernel)) return;
     std::string label = variant.name;
     if (variant.flip_pingpong) {
-      if (!route.tiled.wgmma) continue;
+      if (!route.tiled.wgmma || plan::cuda::kHopperConfigs[route.tiled.config].consumers != 2) continue;
       route.tiled.pingpong = !route.tiled.pingpong;
       label = route.tiled.pingpong ? "wgmma_pingpong" : "wgmma_no_pingpong";
     }
-    if (variant.other_tile) {
-      const int other = plan::cuda::hopper_config_index(problem.head_dim, problem.value_dim, !problem.causal);
-      if (!route.tiled.wgmma || other == route.tiled.config) continue;
-      route.tiled.config = other;
-      route.tiled.block_n = plan::cuda::kHopperConfigs[other].block_n;
-      label = "wgmma_n" + std::to_string(route.tiled.block_n);
+    if (variant.entry >= 0) {
+      if (!route.tiled.wgmma || variant.entry == route.tiled.config) continue;
+      const plan::cuda::HopperConfig& c = plan::cuda::kHopperConfigs[variant.entry];
+      route.tiled.config = variant.entry;
+      route.tiled.block_n = c.block_n;
+      route.tiled.block_m = plan::cuda::hopper_block_m(c);
+      route.tiled.row_blocks = (route.tiled.rows + route.tiled.block_m - 1) / route.tiled.block_m;
+      route.tiled.pingpong = c.pingpong && c.consumers == 2;
     }
     const auto call = [&] { cuda::run_attention(q, k, v, out, scale, options, route, nullptr); };
     const double first_ms = median_ms(call, 1, 1);

@@ -1,11 +1,11 @@
 #pragma once
 // The tiled (prefill) kernel on Hopper (sm_90a): TMA, mbarriers, wgmma, warp specialisation.
-// - A block holds kHopperBlockM = 128 packed rows of one (batch, key head), as the mma.sync
-//   kernel does (row r is position r / group of query head r % group).
+// - A block holds 64 × consumers packed rows of one (batch, key head), as the mma.sync kernel
+//   does (row r is position r / group of query head r % group).
 // - Warpgroup 0 produces: one thread copies each K and V tile (block_n keys) by TMA into a
 //   ring of `stages` tiles, 128-byte swizzled, and the copy engine completes the tile's
 //   "full" mbarriers; consumers release a stage through its "empty" mbarrier.
-// - Warpgroups 1 and 2 consume 64 rows each: S = Q·Kᵀ with wgmma (Q and K from shared
+// - Warpgroups 1 (and 2) consume 64 rows each: S = Q·Kᵀ with wgmma (Q and K from shared
 //   memory), the online softmax of the mma.sync kernel on the accumulators (same layout per
 //   warp), then O += P·V with P from registers and V from shared memory (transposed).
 // Shapes: plan/cuda_tables.hpp (kHopperConfigs), read by the planner too.
@@ -31,10 +31,14 @@ struct Traits {
   static_assert(kIndex >= 0 && kIndex < plan::cuda::kHopperConfigCount, "an entry of kHopperConfigs");
   static constexpr plan::cuda::HopperConfig kConfig = plan::cuda::kHopperConfigs[kIndex];
   static constexpr int D = static_cast<int>(kConfig.head_dim), Dv = static_cast<int>(kConfig.value_dim);
-  static constexpr int kBlockM = plan::cuda::kHopperBlockM;
+  static constexpr int kConsumers = kConfig.consumers;
+  static constexpr int kBlockM = plan::cuda::hopper_block_m(kConfig);
+  static constexpr int kMinBlocks = plan::cuda::hopper_blocks_per_sm(kConfig);
+  static constexpr int kProducerRegisters = plan::cuda::hopper_producer_registers(kConfig);
+  static constexpr int kConsumerRegisters = plan::cuda::hopper_consumer_registers(kConfig);
   static constexpr int kBlockN = kConfig.block_n;
   static constexpr int kStages = kConfig.stages;
-  static constexpr int kThreads = plan::cuda::kHopperThreads;
+  static constexpr int kThreads = plan::cuda::hopper_threads(kConfig);
   // 128-byte swizzle: a tile is stored as panels of 64 columns (128 bytes per row), each panel
   // rows × 128 bytes, its 8-row atoms 1024 bytes.
   static constexpr int kPanelColumns = 64;
@@ -138,7 +142,8 @@ __device__ __forceinline__ void warpgroup_sync(int consumer) {
 }
 
 template <typename T, int kConfig>
-__global__ void __launch_bounds__(plan::cuda::kHopperThreads, 1) hopper_kernel(const __grid_constant__ HopperArgs a) {
+__global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kMinBlocks)
+    hopper_kernel(const __grid_constant__ HopperArgs a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Tr = Traits<kConfig>;
   constexpr int D = Tr::D, Dv = Tr::Dv;
@@ -174,8 +179,8 @@ __global__ void __launch_bounds__(plan::cuda::kHopperThreads, 1) hopper_kernel(c
     for (int stage = 0; stage < kStages; ++stage) {
       barrier_init(full_k(stage), 1);
       barrier_init(full_v(stage), 1);
-      barrier_init(empty_k(stage), 8);  // one arrival per consumer warp
-      barrier_init(empty_v(stage), 8);
+      barrier_init(empty_k(stage), 4 * Tr::kConsumers);  // one arrival per consumer warp
+      barrier_init(empty_v(stage), 4 * Tr::kConsumers);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -183,7 +188,7 @@ __global__ void __launch_bounds__(plan::cuda::kHopperThreads, 1) hopper_kernel(c
 
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(plan::cuda::kHopperProducerRegisters));
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Tr::kProducerRegisters));
     if (threadIdx.x == 0) {
       const int head = static_cast<int>(kv_head), batch = static_cast<int>(b);
       for (int step = 0; step < n_tiles; ++step) {
@@ -202,7 +207,7 @@ __global__ void __launch_bounds__(plan::cuda::kHopperThreads, 1) hopper_kernel(c
       }
     }
   } else {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(plan::cuda::kHopperConsumerRegisters));
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Tr::kConsumerRegisters));
     const int consumer = warpgroup - 1;
     const int thread = threadIdx.x - 128 * warpgroup;
     const int lane = thread & 31, warp = thread >> 5;  // warp within the warpgroup
@@ -361,7 +366,7 @@ __global__ void __launch_bounds__(plan::cuda::kHopperThreads, 1) hopper_kernel(c
       float s[kNTiles][4];
       std::uint32_t p[kBlockN / 16][4];
       float rescale[2], tile_sum[2];
-      const bool pingpong = a.pingpong;
+      const bool pingpong = Tr::kConsumers == 2 && a.pingpong;
       if (pingpong && consumer == 1) pass_turn(consumer);
       if (pingpong) wait_turn(consumer);
       issue_scores(s, 0);

@@ -49,9 +49,10 @@ std::string hopper_why_not(const Problem& p, const CudaDeviceInfo& device, int i
     return format("its {} bytes of shared memory per block exceed the device's {}", shared, device.shared_per_block);
   }
   if (p.max_score_bytes) {
-    const auto tile = static_cast<std::size_t>(kHopperBlockM * kHopperConfigs[index].block_n * 4);
+    const HopperConfig& c = kHopperConfigs[index];
+    const auto tile = static_cast<std::size_t>(hopper_block_m(c) * c.block_n * 4);
     if (tile > static_cast<std::size_t>(*p.max_score_bytes)) {
-      return format("its {} x {} score tile ({} bytes) exceeds max_score_bytes {}", kHopperBlockM,
+      return format("its {} x {} score tile ({} bytes) exceeds max_score_bytes {}", hopper_block_m(c),
                     kHopperConfigs[index].block_n, tile, *p.max_score_bytes);
     }
   }
@@ -115,7 +116,7 @@ std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInf
   }
   // On Hopper the wgmma kernel where it serves, unless HEED_CUDA_TILED=mma.
   using Choice = CudaDeviceInfo::TiledKernel;
-  const int hopper = hopper_config_index(p.head_dim, p.value_dim, p.causal);
+  const int hopper = hopper_config_index(p.head_dim, p.value_dim, p.causal, p.kv_len);
   const std::string hopper_why = hopper_why_not(p, device, hopper);
   if (device.tiled_kernel == Choice::Mma) {
     fit.kernel_reason = "tiled kernel mma.sync: HEED_CUDA_TILED=mma";
@@ -127,11 +128,11 @@ std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInf
     const HopperConfig& h = kHopperConfigs[hopper];
     s.config = hopper;
     s.wgmma = true;
-    s.warps = kHopperThreads / 32;
+    s.warps = hopper_threads(h) / 32;
     s.stages = h.stages;
-    s.pingpong = h.pingpong;
+    s.pingpong = h.pingpong && h.consumers == 2;
     s.q_in_registers = false;
-    s.block_m = kHopperBlockM;
+    s.block_m = hopper_block_m(h);
     s.block_n = h.block_n;
     s.row_blocks = (s.rows + s.block_m - 1) / s.block_m;
     s.shared_bytes = hopper_shared_bytes(h);
@@ -150,13 +151,17 @@ void build_cuda_tiled(CudaRoute& r, const Problem& p, const CudaTiledFit& fit) {
   auto& reasons = r.plan.reasons;
   reasons.push_back(fit.kernel_reason);
   if (s.wgmma) {
+    const HopperConfig& h = kHopperConfigs[s.config];
     reasons.push_back(format("tiled tiles: {} rows x {} keys; one producer warpgroup (one thread issues TMA copies "
                              "of K and V, 128-byte swizzle, into a {}-stage ring completed on mbarriers; setmaxnreg "
-                             "{}) and two consumer warpgroups of 64 rows (wgmma m64nNk16, float32 accumulators, Q "
+                             "{}) and {} consumer warpgroup(s) of 64 rows (wgmma m64nNk16, float32 accumulators, Q "
                              "and K from shared memory, P from registers; setmaxnreg {}); S of tile j and P·V of "
-                             "tile j-1 in flight during tile j's softmax{}; {} bytes of shared memory per block",
-                             s.block_m, s.block_n, s.stages, kHopperProducerRegisters, kHopperConsumerRegisters,
-                             s.pingpong ? ", the warpgroups taking turns to issue (ping-pong)" : "", s.shared_bytes));
+                             "tile j-1 in flight during tile j's softmax{}; {} bytes of shared memory per block, {} "
+                             "block(s) per SM",
+                             s.block_m, s.block_n, s.stages, hopper_producer_registers(h), h.consumers,
+                             hopper_consumer_registers(h),
+                             s.pingpong ? ", the warpgroups taking turns to issue (ping-pong)" : "", s.shared_bytes,
+                             hopper_blocks_per_sm(h)));
   } else {
     reasons.push_back(format("tiled tiles: {} rows x {} keys; {} warps of 16 rows (mma.sync m16n8k16, float32 "
                            "accumulators), Q {}; K/V tiles through a {}-stage cp.async ring; {} bytes of shared "

@@ -104,10 +104,11 @@ bool expect_wgmma(const CaseSpec& spec) {
   cuda_ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   const char* forced = std::getenv("HEED_CUDA_TILED");
   if (prop.major != 9 || prop.minor != 0 || (forced != nullptr && std::string(forced) == "mma")) return false;
-  const int config = plan::cuda::hopper_config_index(spec.head_dim, spec.value_dim, spec.causal);
+  const int config = plan::cuda::hopper_config_index(spec.head_dim, spec.value_dim, spec.causal, spec.kv_len);
   if (config < 0 || spec.mask != MaskKind::None || spec.layout == Layout::ReversedL) return false;
   return !spec.max_score_bytes ||
-         *spec.max_score_bytes >= plan::cuda::kHopperBlockM * plan::cuda::kHopperConfigs[config].block_n * 4;
+         *spec.max_score_bytes >= plan::cuda::hopper_block_m(plan::cuda::kHopperConfigs[config]) *
+                                     plan::cuda::kHopperConfigs[config].block_n * 4;
 #else
   (void)spec;
   return false;

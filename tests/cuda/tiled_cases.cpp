@@ -115,6 +115,8 @@ std::vector<CaseSpec> tiled_cuda_cases() {
       Make("wgmma_window_sinks_d64", 1, 8, 2, 300, 300, 64, 64, f16).window(129).sinks(),
       Make("wgmma_sinks_blhd_d256", 1, 4, 2, 100, 150, 256, 256, bf16).sinks().layout(L::BLHD).out_layout(L::BLHD),
       Make("wgmma_blhd_gqa8_d64", 2, 8, 1, 70, 260, 64, 64, f16).layout(L::BLHD).out_layout(L::BLHD).causal(),
+      Make("wgmma_d64_long_keys", 1, 2, 1, 40, 2100, 64, 64, bf16),  // 192-key tiles from 2048 keys
+      Make("wgmma_d64_short_keys_gqa4", 3, 8, 2, 70, 512, 64, 64, f16).sinks(),  // one consumer
       Make("wgmma_padded_wide_d128", 1, 4, 2, 50, 200, 128, 128, bf16).layout(L::PaddedWide).out_layout(L::PaddedWide),
       // Caps: the score tile (128 x 64 x 4 bytes) fits; below it prefill goes composed in blocks.
       Make("tiled_cap_fits", 1, 4, 2, 100, 200, 128, 128, bf16).cap(128 * 64 * 4),

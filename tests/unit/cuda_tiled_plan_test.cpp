@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "heed/heed.hpp"
@@ -199,19 +200,30 @@ TEST(CudaTiledPlan, HopperTakesTheWgmmaKernel) {
 }
 
 TEST(CudaTiledPlan, EveryHopperConfigurationFitsAnH200) {
-  for (const auto& c : plan::cuda::kHopperConfigs) {
-    EXPECT_LE(plan::cuda::hopper_shared_bytes(c), 227 << 10) << c.head_dim;
+  for (int i = 0; i < plan::cuda::kHopperConfigCount; ++i) {
+    const auto& c = plan::cuda::kHopperConfigs[i];
+    // Two blocks per SM where the entry says so, each with its 1 KiB reserved.
+    EXPECT_LE((plan::cuda::hopper_shared_bytes(c) + 1024) * plan::cuda::hopper_blocks_per_sm(c), 228 << 10) << i;
+    EXPECT_LE(plan::cuda::hopper_shared_bytes(c), 227 << 10) << i;
     AttentionOptions options;
-    options.causal = c.masking == plan::cuda::HopperMasking::Causal;
+    options.causal = c.masking != plan::cuda::HopperMasking::Full;
+    const std::int64_t keys = std::max<std::int64_t>(300, c.min_keys);
     const plan::CudaRoute r =
-        plan_prefill(problem(1, 2, 2, 300, 300, c.head_dim, c.value_dim, DType::BFloat16, options), h200_wgmma());
+        plan_prefill(problem(1, 2, 2, keys, keys, c.head_dim, c.value_dim, DType::BFloat16, options), h200_wgmma());
     EXPECT_TRUE(r.tiled.wgmma) << r.plan.explain();
+    EXPECT_EQ(r.tiled.config, i) << r.plan.explain();
     EXPECT_EQ(r.tiled.block_n, c.block_n);
+    EXPECT_EQ(r.tiled.block_m, 64 * c.consumers);
     EXPECT_EQ(r.tiled.shared_bytes, plan::cuda::hopper_shared_bytes(c));
   }
-  // Causal calls take shorter key tiles than full ones at D 64 and 128.
+  // Full (not causal) calls take longer key tiles at D 64 (from 2048 keys) and D 128; short D 64
+  // calls one consumer warpgroup (64 rows) and two blocks per SM.
   EXPECT_EQ(plan_prefill(problem(1, 2, 2, 300, 300, 128, 128, DType::BFloat16), h200_wgmma()).tiled.block_n, 176);
-  EXPECT_EQ(plan_prefill(problem(1, 2, 2, 300, 300, 64, 64, DType::BFloat16), h200_wgmma()).tiled.block_n, 192);
+  EXPECT_EQ(plan_prefill(problem(1, 2, 2, 300, 4096, 64, 64, DType::BFloat16), h200_wgmma()).tiled.block_n, 192);
+  const plan::CudaRoute bert = plan_prefill(problem(32, 12, 12, 512, 512, 64, 64, DType::BFloat16), h200_wgmma());
+  EXPECT_EQ(std::get<route::Tiled>(bert.plan.kernel), (route::Tiled{64, 128}));
+  EXPECT_TRUE(mentions(bert.plan, "1 consumer warpgroup(s) of 64 rows")) << bert.plan.explain();
+  EXPECT_TRUE(mentions(bert.plan, "2 block(s) per SM")) << bert.plan.explain();
 }
 
 // Each condition the wgmma kernel needs, with the mma.sync kernel and the reason otherwise.
