@@ -8,9 +8,10 @@
 // each with "variant_of" (the A/B table of torch_cuda_compare.py; --no-variants skips them):
 // the plan itself, the other kernel (CUDA cores or tensor cores), twice and half the
 // partitions, half the ring (timed without heed::attention's checks, so "planned" against the
-// case's own line is the cost of those checks in a single call). The variants are planned by
-// the same planner (plan_cuda with a device description or tuning) and run through the
-// backend's own entry, so only the one choice differs.
+// case's own line is the cost of those checks in a single call). Prefill cases are timed again
+// on each tiled kernel (mma.sync and, on a 9.0 device, wgmma: the HEED_CUDA_TILED switch). The
+// variants are planned by the same planner (plan_cuda with a device description or tuning) and
+// run through the backend's own entry, so only the one choice differs.
 
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -26,6 +27,7 @@
 #include "cuda/runtime.hpp"
 #include "heed/heed.hpp"
 #include "plan/cuda_plan.hpp"
+#include "plan/cuda_tables.hpp"
 #include "plan/planner.hpp"
 
 namespace {
@@ -216,16 +218,71 @@ void time_variants(const char* name, const heed::TensorView& q, const heed::Tens
   }
 }
 
+// Times the prefill case on both tiled kernels, planned as with HEED_CUDA_TILED=mma and =wgmma
+// (same planner, same entry point), one JSON object each with "variant_of" and "tflops".
+void time_tiled_variants(const char* name, const heed::TensorView& q, const heed::TensorView& k,
+                         const heed::TensorView& v, heed::TensorView& out, float scale,
+                         const heed::AttentionOptions& options, double flops, int reps) {
+  using namespace heed;
+  using Kernel = plan::CudaDeviceInfo::TiledKernel;
+  const plan::Problem problem = plan::validate_views(q, k, v, options);
+  const plan::CudaDeviceInfo& device = cuda::device_info(q.device, "heed_cuda_bench");
+  // (name, kernel, pingpong flipped, kHopperConfigs entry or -1 for the plan's)
+  struct TiledVariant {
+    std::string name;
+    Kernel kernel;
+    bool flip_pingpong;
+    int entry;
+  };
+  std::vector<TiledVariant> list = {{"mma", Kernel::Mma, false, -1}, {"wgmma", Kernel::Wgmma, false, -1},
+                                    {"", Kernel::Wgmma, true, -1}};
+  for (int i = 0; i < plan::cuda::kHopperConfigCount; ++i) {
+    const plan::cuda::HopperConfig& c = plan::cuda::kHopperConfigs[i];
+    if (c.head_dim == problem.head_dim && c.value_dim == problem.value_dim) {
+      list.push_back({"wgmma_n" + std::to_string(c.block_n) + "x" + std::to_string(c.consumers), Kernel::Wgmma, false, i});
+    }
+  }
+  for (const TiledVariant& variant : list) {
+    plan::CudaDeviceInfo described = device;
+    described.tiled_kernel = variant.kernel;
+    plan::CudaRoute route = plan::plan_cuda(problem, described);
+    if (!std::holds_alternative<route::Tiled>(route.plan.kernel)) return;
+    std::string label = variant.name;
+    if (variant.flip_pingpong) {
+      if (!route.tiled.wgmma || plan::cuda::kHopperConfigs[route.tiled.config].consumers != 2) continue;
+      route.tiled.pingpong = !route.tiled.pingpong;
+      label = route.tiled.pingpong ? "wgmma_pingpong" : "wgmma_no_pingpong";
+    }
+    if (variant.entry >= 0) {
+      if (!route.tiled.wgmma || variant.entry == route.tiled.config) continue;
+      const plan::cuda::HopperConfig& c = plan::cuda::kHopperConfigs[variant.entry];
+      route.tiled.config = variant.entry;
+      route.tiled.block_n = c.block_n;
+      route.tiled.block_m = plan::cuda::hopper_block_m(c);
+      route.tiled.row_blocks = (route.tiled.rows + route.tiled.block_m - 1) / route.tiled.block_m;
+      route.tiled.pingpong = c.pingpong && c.consumers == 2;
+    }
+    const auto call = [&] { cuda::run_attention(q, k, v, out, scale, options, route, nullptr); };
+    const double first_ms = median_ms(call, 1, 1);
+    const double ms = median_ms(call, 2, reps_within(first_ms, 1000, reps));
+    std::printf("{\"variant_of\": \"%s\", \"variant\": \"%s\", \"kernel\": \"%s\", \"prefill\": true, "
+                "\"ms\": %.5f, \"tflops\": %.2f}\n",
+                name, label.c_str(), route.plan.kernel_name.c_str(), ms, flops / (ms * 1e-3) / 1e12);
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace heed;
   int reps = 30;
-  bool variants = true;
+  bool variants = true, prefill_only = false;
   std::vector<std::string> only;  // --case TEXT: cases whose name contains TEXT (repeatable)
   for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--prefill") prefill_only = true;
     if (std::string(argv[i]) == "--reps" && i + 1 < argc) reps = std::atoi(argv[i + 1]);
-    if (std::string(argv[i]) == "--no-variants") variants = false;
+    if (std::string(argv[i]) == "--no-variants") variants = false;  // --prefill: skip decode
     if (std::string(argv[i]) == "--case" && i + 1 < argc) only.emplace_back(argv[++i]);
   }
   const auto selected = [&](const char* name) {
@@ -240,6 +297,7 @@ int main(int argc, char** argv) {
   std::printf("{\"copy_tbytes\": %.4f, \"bf16_gemm_tflops\": %.1f}\n", copy, peak);
   for (const Case& c : kCases) {
     if (!selected(c.name)) continue;
+    if (prefill_only && c.decode) continue;
     const Shape q_shape{c.batch, c.q_heads, c.q_len, c.head_dim};
     const Shape k_shape{c.batch, c.kv_heads, c.kv_len, c.head_dim};
     const Shape out_shape = q_shape;
@@ -292,6 +350,7 @@ int main(int argc, char** argv) {
                 bytes / (batched_ms * 1e-3) / 1e12);
     std::fflush(stdout);
     if (c.decode && variants) time_variants(c.name, qv, kv, vv, ov, scale, options, bytes, reps);
+    if (!c.decode && variants) time_tiled_variants(c.name, qv, kv, vv, ov, scale, options, flops, reps);
     ok(cudaFree(q), "free");
     ok(cudaFree(k), "free");
     ok(cudaFree(v), "free");

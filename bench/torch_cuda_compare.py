@@ -151,6 +151,15 @@ def main():
 
 def print_variants(variants):
     """The decode cases' variants of the planned vector route, against the plan (same entry, same run)."""
+    prefill = [v for v in variants if v.get("prefill")]
+    variants = [v for v in variants if not v.get("prefill")]
+    if prefill:
+        print("\nheed prefill on each tiled kernel (same run, same entry point; HEED_CUDA_TILED=mma / wgmma)")
+        header = f"{'case':33} {'variant':18} {'kernel':28} {'ms':>9} {'TFLOP/s':>8}"
+        print(header)
+        print("-" * len(header))
+        for v in prefill:
+            print(f"{v['variant_of']:33} {v['variant']:18} {v['kernel']:28} {v['ms']:9.3f} {v['tflops']:8.1f}")
     if not variants:
         return
     print("\nheed decode variants (same run, same entry point; vs planned = planned b2b ms / variant b2b ms)")

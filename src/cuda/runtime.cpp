@@ -78,6 +78,12 @@ const plan::CudaDeviceInfo& device_info(Device device, const char* op) {
     const char* vector = std::getenv("HEED_CUDA_VECTOR");
     info.vector_fma = vector != nullptr && std::string(vector) == "fma";
     info.vector_mma = vector != nullptr && std::string(vector) == "mma";
+    const char* tiled = std::getenv("HEED_CUDA_TILED");
+    if (tiled != nullptr && std::string(tiled) == "mma") info.tiled_kernel = plan::CudaDeviceInfo::TiledKernel::Mma;
+    if (tiled != nullptr && std::string(tiled) == "wgmma") info.tiled_kernel = plan::CudaDeviceInfo::TiledKernel::Wgmma;
+#if defined(HEED_CUDA_SM90A)
+    info.wgmma_built = true;
+#endif
     infos[i] = info;
   });
   return infos[i];

@@ -10,6 +10,7 @@
 
 #include "core/format.hpp"
 #include "cuda/check.hpp"
+#include "cuda/hopper.hpp"
 #include "cuda/launch.hpp"
 #include "heed/error.hpp"
 #include "plan/cuda_tables.hpp"
@@ -40,6 +41,10 @@ void launch_typed(int config, const TiledArgs& args, dim3 grid, cudaStream_t str
 
 void run_tiled(const TiledArgs& args, const plan::CudaRoute& route, cudaStream_t stream) {
   const plan::CudaTiledShape& s = route.tiled;
+  if (s.wgmma) {
+    run_tiled_hopper(args, route, stream);
+    return;
+  }
   const dim3 grid(static_cast<unsigned>(s.row_blocks), static_cast<unsigned>(args.g.kv_heads),
                   static_cast<unsigned>(args.g.batch * s.value_parts));
   LaunchRecord record(route.plan.kernel_name.c_str(), grid.x, grid.y, grid.z, stream);

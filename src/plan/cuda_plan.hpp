@@ -27,6 +27,11 @@ struct CudaDeviceInfo {
   // HEED_CUDA_VECTOR=mma: the tensor-core vector kernel at any row count (the other side of
   // the A/B switch; by default it serves groups of kVectorMmaMinRows rows and more).
   bool vector_mma = false;
+  // HEED_CUDA_TILED=mma|wgmma (read once per process): force the tiled route's mma.sync kernel,
+  // or the Hopper (wgmma) kernel where it serves; by default the Hopper kernel on 9.0.
+  enum class TiledKernel { Auto, Mma, Wgmma } tiled_kernel = TiledKernel::Auto;
+  // The build holds sm_90a code (HEED_CUDA_ARCHS has 90a): the Hopper kernel can run on 9.0.
+  bool wgmma_built = false;
 };
 
 // The vector (decode) kernel's launch: grid [partitions × row_tiles, Hkv, B].
@@ -65,9 +70,12 @@ struct CudaComposedShape {
 
 // The tiled (prefill) kernel's launch: grid [row_blocks, Hkv, B × value_parts]; a block holds block_m packed
 // rows of one key head's group (row r is position r / group of query head r % group) and
-// streams key tiles of block_n. `config` indexes kTiledConfigs (cuda_tables.hpp).
+// streams key tiles of block_n. `config` indexes kTiledConfigs (cuda_tables.hpp), or
+// kHopperConfigs where `wgmma` (the Hopper kernel: TMA, wgmma, warp specialised).
 struct CudaTiledShape {
   int config = -1;
+  bool wgmma = false;
+  bool pingpong = false;  // wgmma: the consumer warpgroups take turns to issue (kHopperConfigs)
   int warps = 0, stages = 0;
   bool q_in_registers = true;
   std::int64_t block_m = 0, block_n = 0;

@@ -117,8 +117,8 @@ inline constexpr int kRowThreads = 256;
 
 namespace heed::plan::cuda {
 
-// Tiled (prefill) route, FlashAttention-2 style on mma.sync (sm_80 and up; also the route on
-// sm_90a until a wgmma kernel exists). One kernel per (D, Dv) pair below and dtype (float16,
+// Tiled (prefill) route, FlashAttention-2 style on mma.sync (sm_80 and up; on sm_90 the route
+// for what kHopperConfigs below does not serve, and for everything under HEED_CUDA_TILED=mma). One kernel per (D, Dv) pair below and dtype (float16,
 // bfloat16): each warp holds 16 query rows (its Q fragments in registers where they fit, else
 // read from shared memory per key tile), a block `warps` × 16 rows, and K/V tiles of `block_n`
 // keys stream through a `stages`-deep cp.async ring in shared memory; `value_parts` blocks split
@@ -197,6 +197,85 @@ constexpr std::int64_t tiled_shared_bytes(const TiledConfig& c) {
   const std::int64_t v_row = tiled_row_stride(static_cast<int>(c.value_dim / 8));
   const std::int64_t q_tile = std::int64_t{kTiledRowsPerWarp} * c.warps * k_row;
   return 16 * (q_tile + std::int64_t{c.stages} * c.block_n * (k_row + v_row));
+}
+
+// Tiled route on Hopper (compute capability 9.0, built for sm_90a): K and V tiles of `block_n`
+// keys arrive by TMA (cp.async.bulk.tensor, 128-byte swizzle) in a `stages`-deep ring completed
+// on mbarriers; one producer warpgroup (one thread issues the copies) and `consumers` warpgroups
+// of 64 rows (block_m = 64 × consumers), S = Q·Kᵀ and O += P·V on wgmma.mma_async (m64nNk16,
+// float32 accumulators; Q and K from shared memory, P from registers, V transposed from shared
+// memory). Rows are packed as on the mma.sync kernel. Served: float16 and bfloat16, D = Dv of
+// these entries, no array mask; the rest keeps the mma.sync kernel. Shapes from the register
+// budget (setmaxnreg: O (Dv / 2), S (block_n / 2) and P (block_n / 4) registers per consumer
+// thread) and shared memory (Q, then `stages` × block_n × (D + Dv) × 2 bytes, at most 227 KiB
+// per block). Measured on the H200 (scripts/gpu-tiled, 2026-11-30, bfloat16, TFLOP/s, same run):
+// B 2 × 16 heads × 8k, D 128: 176-key tiles 695 against 577 with 128; B 2 × 32 heads × 8k,
+// D 64: 192-key tiles 504 against 454; but B 32 × 12 heads × 512, D 64: 201 against 233 (512
+// keys are 3 tiles of 192 with 64 wasted, or 4 of 128); 16k causal, D 128: ping-pong 657
+// against 618 without, B 2 × 32 × 8k D 64 504 against 475, elsewhere within 1%.
+enum class HopperMasking { Any, Causal, Full };  // the calls an entry serves: all, causal, not causal
+struct HopperConfig {
+  std::int64_t head_dim = 0, value_dim = 0;
+  int block_n = 128;     // keys per tile: the N of S's wgmma, the K of O's
+  int stages = 2;        // K/V tiles in flight in the shared-memory ring
+  bool pingpong = true;  // two consumer warpgroups take turns to issue their products
+  HopperMasking masking = HopperMasking::Any;
+  std::int64_t min_keys = 0;  // served from this Lk up
+  int consumers = 2;          // warpgroups of 64 rows; 1: two blocks per SM
+};
+// The first entry for (D, Dv) whose masking and min_keys match serves a call. Longer tiles
+// amortise each tile's softmax bookkeeping; under causal masking and for short key ranges
+// shorter ones waste less on the diagonal and the last tile.
+inline constexpr HopperConfig kHopperConfigs[] = {
+    // 16 + 2 × 48 KiB; S 96, P 48, O 32 registers.
+    {64, 64, 192, 2, true, HopperMasking::Full, 2048, 2},
+    // Short key ranges (BERT's 512): one consumer warpgroup, two blocks per SM, so that one
+    // block's start (Q, the first tiles) and end (the output) overlap the other's products.
+    // 8 + 3 × 32 KiB per block; registers 32 / 224 of the block's 256 × 128.
+    {64, 64, 128, 3, false, HopperMasking::Full, 0, 1},
+    // 16 + 3 × 32 KiB; S 64, O 32 registers: room for a third tile in flight.
+    {64, 64, 128, 3, true, HopperMasking::Any, 0, 2},
+    // 32 + 2 × 88 KiB; S 88, P 44, O 64 registers.
+    {128, 128, 176, 2, true, HopperMasking::Full, 0, 2},
+    // 32 + 2 × 64 KiB; S 64, O 64, P 32 registers.
+    {128, 128, 128, 2, true, HopperMasking::Any, 0, 2},
+    // 64 + 2 × 64 KiB; O 128 registers leave S 32 (64 keys).
+    {256, 256, 64, 2, true, HopperMasking::Any, 0, 2},
+};
+inline constexpr int kHopperConfigCount = static_cast<int>(sizeof(kHopperConfigs) / sizeof(kHopperConfigs[0]));
+// Rows per consumer warpgroup (the M of wgmma) and threads per warpgroup.
+inline constexpr int kHopperRowsPerConsumer = 64;
+inline constexpr int kHopperWarpgroupThreads = 128;
+constexpr int hopper_block_m(const HopperConfig& c) { return kHopperRowsPerConsumer * c.consumers; }
+constexpr int hopper_threads(const HopperConfig& c) { return kHopperWarpgroupThreads * (1 + c.consumers); }
+// Registers per thread after setmaxnreg (multiples of 8). Two consumers, one block per SM:
+// 128 × (40 + 2 × 232) = 64512 of the SM's 65536. One consumer, two blocks: each block's
+// 256 × 128 registers as 128 × (32 + 224).
+constexpr int hopper_producer_registers(const HopperConfig& c) { return c.consumers == 1 ? 32 : 40; }
+constexpr int hopper_consumer_registers(const HopperConfig& c) { return c.consumers == 1 ? 224 : 232; }
+constexpr int hopper_blocks_per_sm(const HopperConfig& c) { return c.consumers == 1 ? 2 : 1; }
+
+// The Hopper configuration serving (D, Dv) with or without causal masking over Lk keys, or -1.
+constexpr int hopper_config_index(std::int64_t head_dim, std::int64_t value_dim, bool causal, std::int64_t kv_len) {
+  for (int i = 0; i < kHopperConfigCount; ++i) {
+    const HopperConfig& c = kHopperConfigs[i];
+    const bool fits = c.masking == HopperMasking::Any || (c.masking == HopperMasking::Causal) == causal;
+    if (c.head_dim == head_dim && c.value_dim == value_dim && fits && kv_len >= c.min_keys) return i;
+  }
+  return -1;
+}
+
+// The Hopper kernel's shared memory: Q (block_m rows), the ring, 4 × stages mbarriers (K and V
+// full, K and V free), and 1 KiB to align the base to the 128-byte swizzle's 1024-byte atoms.
+constexpr std::int64_t hopper_ring_offset(const HopperConfig& c) { return std::int64_t{hopper_block_m(c)} * c.head_dim * 2; }
+constexpr std::int64_t hopper_stage_bytes(const HopperConfig& c) {
+  return std::int64_t{c.block_n} * (c.head_dim + c.value_dim) * 2;
+}
+constexpr std::int64_t hopper_barrier_offset(const HopperConfig& c) {
+  return hopper_ring_offset(c) + c.stages * hopper_stage_bytes(c);
+}
+constexpr std::int64_t hopper_shared_bytes(const HopperConfig& c) {
+  return hopper_barrier_offset(c) + 4 * 8 * c.stages + 1024;
 }
 
 // The tiled kernel indexes with 32-bit integers: Lq and Lk below this, packed rows (group × Lq)

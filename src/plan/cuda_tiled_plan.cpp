@@ -22,6 +22,44 @@ std::string served_head_sizes() {
   return text;
 }
 
+// Why the Hopper kernel cannot serve `p` on `device`, or empty when it can.
+std::string hopper_why_not(const Problem& p, const CudaDeviceInfo& device, int index) {
+  if (device.major != 9 || device.minor != 0) {
+    return format("the wgmma kernel runs on compute capability 9.0 only (this device: {}.{})", device.major,
+                  device.minor);
+  }
+  if (!device.wgmma_built) return "this build has no sm_90a code (HEED_CUDA_ARCHS without 90a)";
+  if (index < 0) {
+    std::string built;
+    for (const HopperConfig& c : kHopperConfigs) {
+      const std::string size = format("{}", c.head_dim);
+      if (built.find(size) == std::string::npos) built += (built.empty() ? "" : ", ") + size;
+    }
+    return format("the wgmma kernel is built for D = Dv in {} only, not D {} / Dv {}", built, p.head_dim,
+                  p.value_dim);
+  }
+  if (p.mask != MaskKind::None) {
+    return "array masks stay on the mma.sync kernel (the wgmma kernel's consumers would spill reading them per "
+           "score)";
+  }
+  if (!p.kv_strides_positive) {
+    return "k's or v's strides along B, H or L are zero or negative, which a TMA tensor map cannot describe";
+  }
+  const auto shared = static_cast<std::size_t>(hopper_shared_bytes(kHopperConfigs[index]));
+  if (shared > device.shared_per_block) {
+    return format("its {} bytes of shared memory per block exceed the device's {}", shared, device.shared_per_block);
+  }
+  if (p.max_score_bytes) {
+    const HopperConfig& c = kHopperConfigs[index];
+    const auto tile = static_cast<std::size_t>(hopper_block_m(c) * c.block_n * 4);
+    if (tile > static_cast<std::size_t>(*p.max_score_bytes)) {
+      return format("its {} x {} score tile ({} bytes) exceeds max_score_bytes {}", hopper_block_m(c),
+                    kHopperConfigs[index].block_n, tile, *p.max_score_bytes);
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInfo& device, std::size_t& min_cap,
@@ -80,6 +118,33 @@ std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInf
                      fit.intermediate, *p.max_score_bytes);
     return std::nullopt;
   }
+  // On Hopper the wgmma kernel where it serves, unless HEED_CUDA_TILED=mma.
+  using Choice = CudaDeviceInfo::TiledKernel;
+  const int hopper = hopper_config_index(p.head_dim, p.value_dim, p.causal, p.kv_len);
+  const std::string hopper_why = hopper_why_not(p, device, hopper);
+  if (device.tiled_kernel == Choice::Mma) {
+    fit.kernel_reason = "tiled kernel mma.sync: HEED_CUDA_TILED=mma";
+  } else if (!hopper_why.empty()) {
+    fit.kernel_reason = format("tiled kernel mma.sync{}: {}",
+                               device.tiled_kernel == Choice::Wgmma ? " (HEED_CUDA_TILED=wgmma not served)" : "",
+                               hopper_why);
+  } else {
+    const HopperConfig& h = kHopperConfigs[hopper];
+    s.config = hopper;
+    s.wgmma = true;
+    s.warps = hopper_threads(h) / 32;
+    s.stages = h.stages;
+    s.pingpong = h.pingpong && h.consumers == 2;
+    s.value_parts = 1;
+    s.q_in_registers = false;
+    s.block_m = hopper_block_m(h);
+    s.block_n = h.block_n;
+    s.row_blocks = (s.rows + s.block_m - 1) / s.block_m;
+    s.shared_bytes = hopper_shared_bytes(h);
+    fit.intermediate = static_cast<std::size_t>(s.block_m * s.block_n * 4);
+    fit.kernel_reason = format("tiled kernel wgmma: compute capability 9.0 with sm_90a code{}",
+                               device.tiled_kernel == Choice::Wgmma ? " (HEED_CUDA_TILED=wgmma)" : "");
+  }
   return fit;
 }
 
@@ -87,14 +152,29 @@ void build_cuda_tiled(CudaRoute& r, const Problem& p, const CudaTiledFit& fit) {
   CudaTiledShape& s = r.tiled;
   s = fit.shape;
   r.plan.kernel = route::Tiled{s.block_m, s.block_n};
-  r.plan.kernel_name = std::string("heed_cuda_tiled_") + short_name(p.dtype);
+  r.plan.kernel_name = std::string(s.wgmma ? "heed_cuda_tiled_wgmma_" : "heed_cuda_tiled_") + short_name(p.dtype);
   auto& reasons = r.plan.reasons;
-  reasons.push_back(format("tiled tiles: {} rows x {} keys; {} warps of 16 rows (mma.sync m16n8k16, float32 "
+  reasons.push_back(fit.kernel_reason);
+  if (s.wgmma) {
+    const HopperConfig& h = kHopperConfigs[s.config];
+    reasons.push_back(format("tiled tiles: {} rows x {} keys; one producer warpgroup (one thread issues TMA copies "
+                             "of K and V, 128-byte swizzle, into a {}-stage ring completed on mbarriers; setmaxnreg "
+                             "{}) and {} consumer warpgroup(s) of 64 rows (wgmma m64nNk16, float32 accumulators, Q "
+                             "and K from shared memory, P from registers; setmaxnreg {}); S of tile j and P·V of "
+                             "tile j-1 in flight during tile j's softmax{}; {} bytes of shared memory per block, {} "
+                             "block(s) per SM",
+                             s.block_m, s.block_n, s.stages, hopper_producer_registers(h), h.consumers,
+                             hopper_consumer_registers(h),
+                             s.pingpong ? ", the warpgroups taking turns to issue (ping-pong)" : "", s.shared_bytes,
+                             hopper_blocks_per_sm(h)));
+  } else {
+    reasons.push_back(format("tiled tiles: {} rows x {} keys; {} warps of 16 rows (mma.sync m16n8k16, float32 "
                            "accumulators), Q {}; K/V tiles through a {}-stage cp.async ring; {} bytes of shared "
                            "memory per block",
                            s.block_m, s.block_n, s.warps,
                            s.q_in_registers ? "in registers" : "read from shared memory per key tile", s.stages,
                            s.shared_bytes));
+  }
   if (s.value_parts > 1) {
     reasons.push_back(format("value split: Dv {} in {} parts of {} columns, blocks z = b x {} + part; each part "
                              "computes S over all of D {} again ({}x the FLOPs of one pass), since a warp's {} "

@@ -14,6 +14,7 @@ namespace heed::plan {
 struct CudaTiledFit {
   CudaTiledShape shape;
   std::size_t intermediate = 0;  // block_m × block_n float32 scores per block, in registers
+  std::string kernel_reason;     // why this kernel (mma.sync or wgmma) and not the other
 };
 
 // The tiled kernel's shape for `p`, or nullopt with `why_not` (and `min_cap`: the score tile's

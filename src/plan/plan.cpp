@@ -109,6 +109,18 @@ bool batch_folds(const TensorView& view) {
   return !__builtin_mul_overflow(view.shape[1], view.strides[1], &batch_stride) && view.strides[0] == batch_stride;
 }
 
+// Strides along B, H and L are positive where the size is above 1, and under 2^40 bytes.
+bool strides_positive(const TensorView& view) {
+  const auto element = static_cast<std::int64_t>(size_of(view.dtype));
+  constexpr std::int64_t kLimit = std::int64_t{1} << 40;
+  for (std::size_t axis = 0; axis < 3; ++axis) {
+    if (view.shape[static_cast<int>(axis)] > 1 && (view.strides[axis] <= 0 || view.strides[axis] >= kLimit / element)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 void require_backend(Device device) {
@@ -138,6 +150,7 @@ Problem validate_views(const TensorView& q, const TensorView& k, const TensorVie
   problem.rows_contiguous = rows_contiguous(q) && rows_contiguous(k) && rows_contiguous(v);
   problem.rows_wide = rows_wide(q) && rows_wide(k) && rows_wide(v);
   problem.batch_folds = batch_folds(q) && batch_folds(k) && batch_folds(v);
+  problem.kv_strides_positive = strides_positive(k) && strides_positive(v);
   for (const auto& [view, name] : {std::pair{&k, "k"}, {&v, "v"}}) {
     if (!(view->device == q.device)) {
       throw Error(ErrorKind::InvalidArgument, format("[{}] {} is on {} but q is on {}", kOp, name,

@@ -43,6 +43,10 @@ struct Problem {
   // strided-batched GEMM can cover several batches (the CUDA composed route). Shapes alone:
   // contiguous.
   bool batch_folds = true;
+  // k's and v's strides along B, H and L are positive wherever the size is above 1 (and below
+  // 2^40 bytes): what a TMA tensor map can describe (the Hopper tiled kernel). Shapes alone:
+  // contiguous, so true.
+  bool kv_strides_positive = true;
 
   std::int64_t group() const { return kv_heads > 0 ? q_heads / kv_heads : 0; }
   bool empty_output() const { return batch == 0 || q_heads == 0 || q_len == 0 || value_dim == 0; }

@@ -7,6 +7,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <set>
@@ -94,6 +95,26 @@ bool expect_cuda_tiled(const CaseSpec& spec) {
   return !spec.max_score_bytes || *spec.max_score_bytes >= 16 * c.warps * c.block_n * 4;
 }
 
+// Whether the tiled route must take the Hopper (wgmma) kernel: a 9.0 device, a build with
+// sm_90a code, no HEED_CUDA_TILED=mma, a head size of kHopperConfigs, no array mask, k and v
+// strides that a TMA map describes (positive), and a cap that holds its score tile.
+bool expect_wgmma(const CaseSpec& spec) {
+#if defined(HEED_CUDA_SM90A)
+  cudaDeviceProp prop{};
+  cuda_ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  const char* forced = std::getenv("HEED_CUDA_TILED");
+  if (prop.major != 9 || prop.minor != 0 || (forced != nullptr && std::string(forced) == "mma")) return false;
+  const int config = plan::cuda::hopper_config_index(spec.head_dim, spec.value_dim, spec.causal, spec.kv_len);
+  if (config < 0 || spec.mask != MaskKind::None || spec.layout == Layout::ReversedL) return false;
+  return !spec.max_score_bytes ||
+         *spec.max_score_bytes >= plan::cuda::hopper_block_m(plan::cuda::kHopperConfigs[config]) *
+                                     plan::cuda::kHopperConfigs[config].block_n * 4;
+#else
+  (void)spec;
+  return false;
+#endif
+}
+
 void check_case(const CaseSpec& spec) {
   const auto problem = make_problem(spec);
   DeviceProblem device(*problem);
@@ -123,7 +144,8 @@ void check_case(const CaseSpec& spec) {
   EXPECT_EQ(plan.device, kGpu);
   if (expect_cuda_tiled(spec)) {
     EXPECT_TRUE(std::holds_alternative<route::Tiled>(plan.kernel)) << "prefill the tiled kernel serves";
-    EXPECT_EQ(plan.kernel_name, std::string("heed_cuda_tiled_") + short_name(spec.dtype));
+    EXPECT_EQ(plan.kernel_name,
+              std::string(expect_wgmma(spec) ? "heed_cuda_tiled_wgmma_" : "heed_cuda_tiled_") + short_name(spec.dtype));
   }
   switch (spec.route) {
     case RouteChoice::Vector: EXPECT_TRUE(std::holds_alternative<route::Vector>(plan.kernel)); break;

@@ -110,6 +110,21 @@ std::vector<CaseSpec> tiled_cuda_cases() {
           .masked_rows(),
       Make("tiled_no_keys", 1, 4, 2, 30, 0, 64, 64, bf16).masked_rows(),
       Make("tiled_forced_no_keys_sinks", 1, 4, 2, 30, 0, 128, 128, f16).sinks().route(kTiled).masked_rows(),
+      // The Hopper kernel's edges (D 64 / 128 / 256 = Dv; 128-row blocks, 128-key tiles, 64 at
+      // D 256): rows and keys off both tiles, GQA 8:1 and 4:1 whose heads cross row blocks,
+      // causal with Lq < Lk and Lq > Lk, windows that skip tiles at both ends, sinks, and
+      // [B, L, H, D] strides read by the TMA maps. On other devices the mma.sync kernel.
+      Make("wgmma_gqa8_causal_crossing", 1, 16, 2, 100, 300, 128, 128, bf16).causal(),
+      Make("wgmma_gqa4_d64_tails", 2, 8, 2, 129, 385, 64, 64, f16),
+      Make("wgmma_d256_causal_lq_lt_lk", 1, 4, 2, 130, 333, 256, 256, f16).causal(),
+      Make("wgmma_causal_lq_gt_lk", 1, 2, 1, 300, 140, 128, 128, bf16).causal().masked_rows(),
+      Make("wgmma_window200", 1, 4, 1, 500, 500, 128, 128, bf16).window(200),
+      Make("wgmma_window_sinks_d64", 1, 8, 2, 300, 300, 64, 64, f16).window(129).sinks(),
+      Make("wgmma_sinks_blhd_d256", 1, 4, 2, 100, 150, 256, 256, bf16).sinks().layout(L::BLHD).out_layout(L::BLHD),
+      Make("wgmma_blhd_gqa8_d64", 2, 8, 1, 70, 260, 64, 64, f16).layout(L::BLHD).out_layout(L::BLHD).causal(),
+      Make("wgmma_d64_long_keys", 1, 2, 1, 40, 2100, 64, 64, bf16),  // 192-key tiles from 2048 keys
+      Make("wgmma_d64_short_keys_gqa4", 3, 8, 2, 70, 512, 64, 64, f16).sinks(),  // one consumer
+      Make("wgmma_padded_wide_d128", 1, 4, 2, 50, 200, 128, 128, bf16).layout(L::PaddedWide).out_layout(L::PaddedWide),
       // Caps: the score tile (128 x 64 x 4 bytes) fits; below it prefill goes composed in blocks.
       Make("tiled_cap_fits", 1, 4, 2, 100, 200, 128, 128, bf16).cap(128 * 64 * 4),
       Make("tiled_cap_below_tile", 1, 4, 2, 100, 200, 128, 128, bf16).cap(128 * 64 * 4 - 4),

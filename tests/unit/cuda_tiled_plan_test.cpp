@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "heed/heed.hpp"
@@ -176,6 +177,102 @@ TEST(CudaTiledPlan, EmptyOutputsHoldNothing) {
   EXPECT_EQ(r.plan.scratch_bytes, 0u);
   const plan::CudaRoute no_keys = plan::plan_cuda(problem(1, 4, 4, 70, 0, 64, 64, DType::BFloat16), h200());
   EXPECT_TRUE(std::holds_alternative<route::Tiled>(no_keys.plan.kernel)) << no_keys.plan.explain();
+}
+
+}  // namespace
+}  // namespace heed
+
+namespace heed {
+namespace {
+
+// An H200 with a build that holds sm_90a code: the Hopper (wgmma) kernel's conditions.
+plan::CudaDeviceInfo h200_wgmma() {
+  plan::CudaDeviceInfo info = h200();
+  info.wgmma_built = true;
+  return info;
+}
+
+plan::CudaRoute plan_prefill(const plan::Problem& p, const plan::CudaDeviceInfo& device) {
+  plan::CudaRoute r = plan::plan_cuda(p, device);
+  EXPECT_TRUE(std::holds_alternative<route::Tiled>(r.plan.kernel)) << r.plan.explain();
+  return r;
+}
+
+TEST(CudaTiledPlan, HopperTakesTheWgmmaKernel) {
+  AttentionOptions options;
+  options.causal = true;
+  const plan::CudaRoute r = plan_prefill(problem(2, 8, 2, 300, 300, 128, 128, DType::BFloat16, options), h200_wgmma());
+  EXPECT_EQ(r.plan.kernel_name, "heed_cuda_tiled_wgmma_bf16");
+  EXPECT_TRUE(r.tiled.wgmma);
+  EXPECT_EQ(std::get<route::Tiled>(r.plan.kernel), (route::Tiled{128, 128}));
+  EXPECT_EQ(r.tiled.row_blocks, 10);  // ceil(4 x 300 / 128)
+  EXPECT_EQ(r.plan.workers, 10 * 2 * 2);
+  EXPECT_EQ(r.plan.max_intermediate_bytes, 128u * 128 * 4);
+  EXPECT_EQ(r.plan.scratch_bytes, 0u);
+  EXPECT_TRUE(mentions(r.plan, "tiled kernel wgmma: compute capability 9.0")) << r.plan.explain();
+  EXPECT_TRUE(mentions(r.plan, "one producer warpgroup")) << r.plan.explain();
+  const plan::CudaRoute f16 = plan_prefill(problem(1, 4, 4, 200, 200, 64, 64, DType::Float16), h200_wgmma());
+  EXPECT_EQ(f16.plan.kernel_name, "heed_cuda_tiled_wgmma_f16");
+  const plan::CudaRoute d256 = plan_prefill(problem(1, 4, 2, 200, 200, 256, 256, DType::BFloat16), h200_wgmma());
+  EXPECT_EQ(std::get<route::Tiled>(d256.plan.kernel), (route::Tiled{128, 64}));
+}
+
+TEST(CudaTiledPlan, EveryHopperConfigurationFitsAnH200) {
+  for (int i = 0; i < plan::cuda::kHopperConfigCount; ++i) {
+    const auto& c = plan::cuda::kHopperConfigs[i];
+    // Two blocks per SM where the entry says so, each with its 1 KiB reserved.
+    EXPECT_LE((plan::cuda::hopper_shared_bytes(c) + 1024) * plan::cuda::hopper_blocks_per_sm(c), 228 << 10) << i;
+    EXPECT_LE(plan::cuda::hopper_shared_bytes(c), 227 << 10) << i;
+    AttentionOptions options;
+    options.causal = c.masking != plan::cuda::HopperMasking::Full;
+    const std::int64_t keys = std::max<std::int64_t>(300, c.min_keys);
+    const plan::CudaRoute r =
+        plan_prefill(problem(1, 2, 2, keys, keys, c.head_dim, c.value_dim, DType::BFloat16, options), h200_wgmma());
+    EXPECT_TRUE(r.tiled.wgmma) << r.plan.explain();
+    EXPECT_EQ(r.tiled.config, i) << r.plan.explain();
+    EXPECT_EQ(r.tiled.block_n, c.block_n);
+    EXPECT_EQ(r.tiled.block_m, 64 * c.consumers);
+    EXPECT_EQ(r.tiled.shared_bytes, plan::cuda::hopper_shared_bytes(c));
+  }
+  // Full (not causal) calls take longer key tiles at D 64 (from 2048 keys) and D 128; short D 64
+  // calls one consumer warpgroup (64 rows) and two blocks per SM.
+  EXPECT_EQ(plan_prefill(problem(1, 2, 2, 300, 300, 128, 128, DType::BFloat16), h200_wgmma()).tiled.block_n, 176);
+  EXPECT_EQ(plan_prefill(problem(1, 2, 2, 300, 4096, 64, 64, DType::BFloat16), h200_wgmma()).tiled.block_n, 192);
+  const plan::CudaRoute bert = plan_prefill(problem(32, 12, 12, 512, 512, 64, 64, DType::BFloat16), h200_wgmma());
+  EXPECT_EQ(std::get<route::Tiled>(bert.plan.kernel), (route::Tiled{64, 128}));
+  EXPECT_TRUE(mentions(bert.plan, "1 consumer warpgroup(s) of 64 rows")) << bert.plan.explain();
+  EXPECT_TRUE(mentions(bert.plan, "2 block(s) per SM")) << bert.plan.explain();
+}
+
+// Each condition the wgmma kernel needs, with the mma.sync kernel and the reason otherwise.
+TEST(CudaTiledPlan, WgmmaFallsBackToMmaWithTheReason) {
+  const plan::Problem base = problem(1, 4, 2, 300, 300, 128, 128, DType::BFloat16);
+  const auto expect_mma = [](const plan::CudaRoute& r, const std::string& reason) {
+    EXPECT_EQ(r.plan.kernel_name, "heed_cuda_tiled_bf16");
+    EXPECT_FALSE(r.tiled.wgmma);
+    EXPECT_TRUE(mentions(r.plan, reason)) << r.plan.explain();
+  };
+  plan::CudaDeviceInfo ampere = h200_wgmma();
+  ampere.major = 8;
+  expect_mma(plan_prefill(base, ampere), "compute capability 9.0 only (this device: 8.0)");
+  expect_mma(plan_prefill(base, h200()), "no sm_90a code");
+  plan::CudaDeviceInfo forced = h200_wgmma();
+  forced.tiled_kernel = plan::CudaDeviceInfo::TiledKernel::Mma;
+  expect_mma(plan_prefill(base, forced), "HEED_CUDA_TILED=mma");
+  expect_mma(plan_prefill(problem(1, 4, 2, 300, 300, 96, 96, DType::BFloat16), h200_wgmma()),
+             "built for D = Dv in 64, 128, 256 only");
+  plan::Problem with_mask = base;
+  with_mask.mask = plan::MaskKind::Bool;
+  expect_mma(plan_prefill(with_mask, h200_wgmma()), "array masks stay on the mma.sync kernel");
+  plan::Problem reversed = base;
+  reversed.kv_strides_positive = false;
+  expect_mma(plan_prefill(reversed, h200_wgmma()), "a TMA tensor map cannot describe");
+  plan::Problem capped = base;
+  capped.max_score_bytes = 128 * 64 * 4;  // the mma.sync tile fits, the wgmma one (128 x 176) not
+  expect_mma(plan_prefill(capped, h200_wgmma()), "exceeds max_score_bytes");
+  plan::CudaDeviceInfo wanted = h200_wgmma();
+  wanted.tiled_kernel = plan::CudaDeviceInfo::TiledKernel::Wgmma;
+  expect_mma(plan_prefill(with_mask, wanted), "HEED_CUDA_TILED=wgmma not served");
 }
 
 }  // namespace
