@@ -4,10 +4,11 @@
 //   does (row r is position r / group of query head r % group).
 // - Warpgroup 0 produces: one thread copies each K and V tile (block_n keys) by TMA into a
 //   ring of `stages` tiles, 128-byte swizzled, and the copy engine completes the tile's
-//   "full" mbarriers; consumers release a stage through its "empty" mbarrier.
+//   "full" mbarriers (K and V apart); consumers release K and V through "empty" mbarriers.
 // - Warpgroups 1 (and 2) consume 64 rows each: S = Q·Kᵀ with wgmma (Q and K from shared
 //   memory), the online softmax of the mma.sync kernel on the accumulators (same layout per
-//   warp), then O += P·V with P from registers and V from shared memory (transposed).
+//   warp), then O += P·V with P from registers and V from shared memory (transposed). S of
+//   tile j and P·V of tile j-1 run during tile j's softmax; two consumers take turns to issue.
 // Shapes: plan/cuda_tables.hpp (kHopperConfigs), read by the planner too.
 
 #include <cuda.h>

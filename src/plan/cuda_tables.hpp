@@ -208,11 +208,13 @@ constexpr std::int64_t tiled_shared_bytes(const TiledConfig& c) {
 // these entries, no array mask; the rest keeps the mma.sync kernel. Shapes from the register
 // budget (setmaxnreg: O (Dv / 2), S (block_n / 2) and P (block_n / 4) registers per consumer
 // thread) and shared memory (Q, then `stages` × block_n × (D + Dv) × 2 bytes, at most 227 KiB
-// per block). Measured on the H200 (scripts/gpu-tiled, 2026-11-30, bfloat16, TFLOP/s, same run):
-// B 2 × 16 heads × 8k, D 128: 176-key tiles 695 against 577 with 128; B 2 × 32 heads × 8k,
-// D 64: 192-key tiles 504 against 454; but B 32 × 12 heads × 512, D 64: 201 against 233 (512
-// keys are 3 tiles of 192 with 64 wasted, or 4 of 128); 16k causal, D 128: ping-pong 657
-// against 618 without, B 2 × 32 × 8k D 64 504 against 475, elsewhere within 1%.
+// per block). Measured on the H200 (scripts/gpu-tiled, 2026-11-30, bfloat16, TFLOP/s, the
+// benchmark's A/B lines of one run): B 2 × 16 heads × 8k, D 128: 176-key tiles 683 against 577
+// with 128; B 2 × 32 heads × 8k, D 64: 192-key tiles 500 against 460 (128, one consumer) and 428
+// (128, two); B 32 × 12 heads × 512, D 64: one consumer and two blocks per SM 248 against 229
+// (two consumers) and 198 (192-key tiles: 512 keys are 3 tiles of 192 with 64 wasted); causal
+// D 128: 128-key tiles within 2% of 176. Ping-pong: 16k causal D 128 591 against 564 without,
+// B 2 × 16 × 8k D 128 683 against 649, B 2 × 32 × 8k D 64 500 against 480, elsewhere within 1%.
 enum class HopperMasking { Any, Causal, Full };  // the calls an entry serves: all, causal, not causal
 struct HopperConfig {
   std::int64_t head_dim = 0, value_dim = 0;

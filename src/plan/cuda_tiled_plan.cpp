@@ -169,11 +169,11 @@ void build_cuda_tiled(CudaRoute& r, const Problem& p, const CudaTiledFit& fit) {
                              hopper_blocks_per_sm(h)));
   } else {
     reasons.push_back(format("tiled tiles: {} rows x {} keys; {} warps of 16 rows (mma.sync m16n8k16, float32 "
-                           "accumulators), Q {}; K/V tiles through a {}-stage cp.async ring; {} bytes of shared "
-                           "memory per block",
-                           s.block_m, s.block_n, s.warps,
-                           s.q_in_registers ? "in registers" : "read from shared memory per key tile", s.stages,
-                           s.shared_bytes));
+                             "accumulators), Q {}; K/V tiles through a {}-stage cp.async ring; {} bytes of shared "
+                             "memory per block",
+                             s.block_m, s.block_n, s.warps,
+                             s.q_in_registers ? "in registers" : "read from shared memory per key tile", s.stages,
+                             s.shared_bytes));
   }
   if (s.value_parts > 1) {
     reasons.push_back(format("value split: Dv {} in {} parts of {} columns, blocks z = b x {} + part; each part "
