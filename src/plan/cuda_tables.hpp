@@ -208,7 +208,7 @@ constexpr std::int64_t tiled_shared_bytes(const TiledConfig& c) {
 // these entries, no array mask; the rest keeps the mma.sync kernel. Shapes from the register
 // budget (setmaxnreg: O (Dv / 2), S (block_n / 2) and P (block_n / 4) registers per consumer
 // thread) and shared memory (Q, then `stages` × block_n × (D + Dv) × 2 bytes, at most 227 KiB
-// per block). Measured on the H200 (scripts/gpu-tiled, 2026-11-30, bfloat16, TFLOP/s, the
+// per block). Measured on the H200 (2026-11-30, bfloat16, TFLOP/s, the
 // benchmark's A/B lines of one run): B 2 × 16 heads × 8k, D 128: 176-key tiles 683 against 577
 // with 128; B 2 × 32 heads × 8k, D 64: 192-key tiles 500 against 460 (128, one consumer) and 428
 // (128, two); B 32 × 12 heads × 512, D 64: one consumer and two blocks per SM 248 against 229
