@@ -135,7 +135,9 @@ std::optional<VectorFit> fit_vector(const Problem& p, const CudaDeviceInfo& devi
   }
   const auto cap = p.max_score_bytes ? static_cast<std::size_t>(*p.max_score_bytes)
                                      : std::numeric_limits<std::size_t>::max();
-  const bool enough_rows = device.vector_mma || p.group() * p.q_len >= kVectorMmaMinRows;
+  const std::int64_t rows = p.group() * p.q_len, groups = p.batch * p.kv_heads;
+  const bool few_groups = rows >= kVectorMmaFewGroupRows && groups * kVectorMmaFewGroupsFactor <= device.sm_count;
+  const bool enough_rows = device.vector_mma || rows >= kVectorMmaMinRows || few_groups;
   if (p.dtype != DType::Float32 && !device.vector_fma && enough_rows && p.head_dim > 0) {
     if (const auto mma = fit_vector_mma(p, device)) {
       min_cap = std::min(min_cap, mma->intermediate);
@@ -263,8 +265,9 @@ void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, 
                              p.dtype == DType::Float32 ? std::string("float32")
                              : device.vector_fma        ? std::string("HEED_CUDA_VECTOR=fma")
                              : !device.vector_mma && s.rows < kVectorMmaMinRows
-                                 ? format("{} query rows per key head < {}, where they measured faster", s.rows,
-                                          kVectorMmaMinRows)
+                                 ? format("{} query rows per key head < {} and {} (batch x key head) groups, where "
+                                          "they measured faster",
+                                          s.rows, kVectorMmaMinRows, p.batch * p.kv_heads)
                                  : std::string("the cap or head size rules out the tensor-core kernel"),
                              s.lanes_per_key,
                              s.chunks_per_lane, s.elems_per_chunk, s.rows, s.row_tiles, s.row_tile));

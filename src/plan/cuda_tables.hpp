@@ -98,12 +98,23 @@ inline constexpr std::int64_t kVectorMmaMinKeysPerPartition = kVectorMmaWarps * 
 // against 2.65 on tensor cores, B 64 × 4k 3.67 against 2.98, B 1 × 32k 2.15 against 2.24;
 // 8 rows (16/2 heads, D 256, 131k keys) 1.66 against 2.41. Between 4 and 8 not measured.
 inline constexpr std::int64_t kVectorMmaMinRows = 8;
+// Also from kVectorMmaFewGroupRows rows when the (batch × key head) groups are few (groups ×
+// kVectorMmaFewGroupsFactor <= SMs): a long key split over few groups. Measured at commit
+// 4915d56 (gpu-check, same run's A/B, back to back, 4 rows, D 128): B 1 × 8 key heads × 32k
+// keys 2.32 TB/s on tensor cores (33 partitions of the wave model) against 2.16 on CUDA cores;
+// B 16 × 8 heads (128 groups) 2.73 against 3.26 and B 64 × 8 3.02 against 3.69 on CUDA cores.
+inline constexpr std::int64_t kVectorMmaFewGroupRows = 4;
+// 8: between 8 and 128 groups nothing is measured, so the switch stays near the measured point.
+inline constexpr std::int64_t kVectorMmaFewGroupsFactor = 8;
 
-// Key partitions of the CUDA-core kernel: about kVectorBlocksPerSm blocks per SM (2 to 4
-// resident at 128 threads, so 2 to 4 waves, which keeps the last wave's idle share small), but
-// no partition under kVectorMinKeysPerPartition keys, where the merge's rows × (Dv + 2) floats
-// per partition would cost more than a few percent of the reads.
-inline constexpr std::int64_t kVectorBlocksPerSm = 8;
+// Key partitions of the CUDA-core kernel: about kVectorBlocksPerSm blocks per SM (3 resident at
+// 128 threads by registers, so about 1.3 waves), but no partition under
+// kVectorMinKeysPerPartition keys, where the merge's rows × (Dv + 2) floats per partition would
+// cost more than a few percent of the reads. 4, not the first 8: three H200 runs' A/B variants
+// (half the partitions, back to back, 4 rows, D 128) measured B 16 × 8k 1.01x, 1.03x, 1.07x and
+// B 64 × 4k 1.01x, 1.03x, 1.01x faster with half of 8's partitions (B 1 × 32k, 0.94x, now runs
+// on tensor cores).
+inline constexpr std::int64_t kVectorBlocksPerSm = 4;
 inline constexpr std::int64_t kVectorMinKeysPerPartition = 256;
 
 // Composed route: without a caller's cap the score buffer of one step (kv heads × rows × Lk

@@ -51,6 +51,13 @@ TEST(CudaPlan, DecodeKernelFollowsTheGroupSize) {
   EXPECT_EQ(kernel(16, 2, 1, 256, h200()), "heed_cuda_vector_mma_bf16");
   EXPECT_EQ(kernel(32, 8, 2, 128, h200()), "heed_cuda_vector_mma_bf16");  // 4 heads x 2 positions
   EXPECT_EQ(kernel(32, 8, 1, 128, h200_mma()), "heed_cuda_vector_mma_bf16");
+  // 4 rows over few (batch, key head) groups, a long key split: tensor cores (measured faster
+  // at B 1 x 8 key heads); B 4 x 8 = 32 groups keep the CUDA cores.
+  const Shape q1{1, 32, 1, 128}, k1{1, 8, 32768, 128};
+  EXPECT_EQ(plan::plan_cuda(plan::validate_problem(q1, k1, k1, DType::BFloat16, DType::BFloat16, DType::BFloat16, {}),
+                            h200())
+                .plan.kernel_name,
+            "heed_cuda_vector_mma_bf16");
 }
 
 TEST(CudaPlan, DecodeSplitsKeysToFillTheSms) {
@@ -135,7 +142,7 @@ TEST(CudaPlan, FmaSwitchSelectsTheCudaCoreKernelForHalves) {
   EXPECT_EQ(r.plan.kernel_name, "heed_cuda_vector_bf16");
   EXPECT_FALSE(r.vector.tensor_cores);
   EXPECT_EQ(r.vector.lanes_per_key, 16);
-  EXPECT_EQ(r.vector.partitions, 9);  // 128 groups for 8 x 132 blocks: 9 partitions of 911 keys
+  EXPECT_EQ(r.vector.partitions, 5);  // 128 groups for 4 x 132 blocks: 5 partitions of 1639 keys
 }
 
 TEST(CudaPlan, HeadClassesAndRowTiles) {
