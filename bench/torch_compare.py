@@ -117,6 +117,12 @@ def main():
         torch_rounds.append({r["name"]: torch_time(torch, r, args.reps) for r in heed_rounds[0] if "error" not in r})
         if not heed_first:
             heed_rounds.append(heed_records(args.heed, len(cores), args.case, args.reps, args.records))
+        # Progress as it comes, so a run stopped at a time limit still leaves its rounds behind.
+        for record in heed_rounds[-1]:
+            if "median_ms" in record:
+                torch_ms = torch_rounds[-1].get(record["name"], (None, ""))[0]
+                print(f"# round {round_index + 1}: {record['name']} heed {record['median_ms']:.2f} ms, torch "
+                      f"{'n/a' if torch_ms is None else f'{torch_ms:.2f}'} ms", file=sys.stderr, flush=True)
     records = heed_rounds[0]
     for record in records:  # each library's best round
         times = [r["median_ms"] for rs in heed_rounds for r in rs if r["name"] == record["name"] and "median_ms" in r]
