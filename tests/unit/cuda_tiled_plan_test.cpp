@@ -72,6 +72,28 @@ TEST(CudaTiledPlan, EveryConfigurationIsServedAndAllButTheValueSplitFitAnA100) {
   }
 }
 
+TEST(CudaTiledPlan, LongPrefillScheduleHoldsA512MiBCap) {
+  // Issue 5's schedule shapes (16 / 2 heads, D 256, bfloat16): the tiled route on either
+  // kernel, its score tiles far under the cap, no scratch (tests/cuda/long_prefill_test.cpp
+  // runs them on the device).
+  for (const auto& [q_len, kv_len] : {std::pair<std::int64_t, std::int64_t>{2048, 8193}, {1024, 33792},
+                                      {1024, 131072}, {1024, 262144}}) {
+    for (const bool mma : {false, true}) {
+      plan::CudaDeviceInfo device = h200();
+      device.wgmma_built = true;
+      if (mma) device.tiled_kernel = plan::CudaDeviceInfo::TiledKernel::Mma;
+      plan::Problem p = problem(1, 16, 2, q_len, kv_len, 256, 256, DType::BFloat16);
+      p.max_score_bytes = std::int64_t{512} << 20;
+      const plan::CudaRoute r = plan::plan_cuda(p, device);
+      ASSERT_TRUE(std::holds_alternative<route::Tiled>(r.plan.kernel)) << r.plan.explain();
+      EXPECT_EQ(r.plan.kernel_name, mma ? "heed_cuda_tiled_bf16" : "heed_cuda_tiled_wgmma_bf16");
+      EXPECT_LE(r.plan.max_intermediate_bytes, std::size_t{512} << 20);
+      EXPECT_FALSE(r.plan.capped) << r.plan.explain();
+      EXPECT_EQ(r.plan.scratch_bytes, 0u);
+    }
+  }
+}
+
 TEST(CudaTiledPlan, HeadSize512SplitsItsValueColumns) {
   const plan::CudaRoute r = plan::plan_cuda(problem(2, 8, 8, 4096, 4096, 512, 512, DType::BFloat16), h200());
   ASSERT_TRUE(std::holds_alternative<route::Tiled>(r.plan.kernel)) << r.plan.explain();
