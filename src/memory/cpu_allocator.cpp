@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <utility>
 
 #include <unistd.h>
 
@@ -93,18 +94,49 @@ void cpu_free(void* pointer, std::size_t bytes) {
   g_active.fetch_sub(rounded_size(bytes));
 }
 
+namespace {
+
+// The last owned scratch block this thread released, kept for its next call.
+struct CachedBlock {
+  void* data = nullptr;
+  std::size_t size = 0;
+  CachedBlock() = default;
+  CachedBlock(const CachedBlock&) = delete;
+  CachedBlock& operator=(const CachedBlock&) = delete;
+  ~CachedBlock() { std::free(data); }
+};
+thread_local CachedBlock t_cached;
+
+}  // namespace
+
 Scratch::Scratch(std::size_t bytes, void* workspace, const char* op) : bytes_(bytes) {
   if (bytes == 0) return;
   if (workspace != nullptr) {
     data_ = static_cast<std::byte*>(workspace);
+    return;
+  }
+  const std::size_t size = rounded_size(bytes);
+  if (t_cached.data != nullptr && size >= bytes && t_cached.size >= size) {
+    data_ = static_cast<std::byte*>(std::exchange(t_cached.data, nullptr));
+    block_ = std::exchange(t_cached.size, 0);
+    raise_peak(g_active.fetch_add(size) + size);
   } else {
     data_ = static_cast<std::byte*>(cpu_allocate(bytes, op, "scratch"));
-    owned_ = true;
+    block_ = size;
   }
+  owned_ = true;
 }
 
 Scratch::~Scratch() {
-  if (owned_) cpu_free(data_, bytes_);
+  if (!owned_) return;
+  if (block_ > kScratchCacheBytes) {
+    cpu_free(data_, bytes_);
+    return;
+  }
+  g_active.fetch_sub(rounded_size(bytes_));
+  std::free(t_cached.data);  // the most recent block stays
+  t_cached.data = data_;
+  t_cached.size = block_;
 }
 
 }  // namespace memory

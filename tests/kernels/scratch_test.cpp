@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "memory/cpu_allocator.hpp"
 #include "support/case_builder.hpp"
 #include "support/problem.hpp"
 
@@ -180,6 +181,45 @@ TEST(ScratchLimits, ScratchBeyondThePhysicalMemoryIsOutOfMemory) {
   }
   for (float value : out_storage) EXPECT_EQ(value, 7.0f) << "out written on error";
   EXPECT_EQ(memory_stats().active, 0u);
+}
+
+// Owned scratch: the block a thread released (up to kScratchCacheBytes) serves its next call,
+// so calls do not fault in fresh pages each time; active and peak count what a call uses; a
+// block above the cap is freed and leaves the cached one in place.
+TEST(ScratchLimits, AThreadReusesItsReleasedScratchBlock) {
+  const std::size_t before = memory_stats().active;
+  const std::byte* four = nullptr;
+  {
+    const memory::Scratch scratch(4 * kMiB, nullptr, "test");
+    four = scratch.data();
+    EXPECT_EQ(memory_stats().active, before + 4 * kMiB);
+  }
+  EXPECT_EQ(memory_stats().active, before);
+  {
+    const memory::Scratch scratch(kMiB + 1, nullptr, "test");
+    EXPECT_EQ(scratch.data(), four) << "the released block serves a smaller request";
+    EXPECT_EQ(memory_stats().active, before + memory::rounded_size(kMiB + 1));
+  }
+  const std::byte* eight = nullptr;
+  {
+    const memory::Scratch scratch(8 * kMiB, nullptr, "test");  // larger than the cached block: a new one
+    eight = scratch.data();
+  }
+  {
+    const memory::Scratch huge(memory::kScratchCacheBytes + 64, nullptr, "test");
+    EXPECT_EQ(memory_stats().active, before + memory::kScratchCacheBytes + 64);
+  }
+  {
+    const memory::Scratch scratch(8 * kMiB, nullptr, "test");
+    EXPECT_EQ(scratch.data(), eight) << "a block above the cap does not replace the cached one";
+  }
+  float workspace[16];
+  {
+    const memory::Scratch scratch(sizeof workspace, workspace, "test");
+    EXPECT_EQ(static_cast<void*>(scratch.data()), static_cast<void*>(workspace));
+    EXPECT_EQ(memory_stats().active, before) << "a caller's workspace is not counted";
+  }
+  EXPECT_EQ(memory_stats().active, before);
 }
 
 }  // namespace
