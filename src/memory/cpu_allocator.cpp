@@ -1,5 +1,6 @@
 #include "memory/cpu_allocator.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <new>
@@ -97,17 +98,33 @@ void cpu_free(void* pointer, std::size_t bytes) {
 namespace {
 
 // The last owned scratch block this thread released, kept for its next call.
+std::atomic<std::size_t> g_cached{0};
+
 struct CachedBlock {
   void* data = nullptr;
   std::size_t size = 0;
   CachedBlock() = default;
   CachedBlock(const CachedBlock&) = delete;
   CachedBlock& operator=(const CachedBlock&) = delete;
-  ~CachedBlock() { std::free(data); }
+  ~CachedBlock() { release(); }
+  void release() {
+    if (data == nullptr) return;
+    std::free(data);
+    g_cached.fetch_sub(size);
+    data = nullptr;
+    size = 0;
+  }
 };
 thread_local CachedBlock t_cached;
 
+std::size_t cache_limit() {
+  static const std::size_t limit = std::min(kScratchCacheTotalBytes, physical_bytes() / 8);
+  return limit;
+}
+
 }  // namespace
+
+std::size_t cached_scratch_bytes() { return g_cached.load(); }
 
 Scratch::Scratch(std::size_t bytes, void* workspace, const char* op) : bytes_(bytes) {
   if (bytes == 0) return;
@@ -119,6 +136,7 @@ Scratch::Scratch(std::size_t bytes, void* workspace, const char* op) : bytes_(by
   if (t_cached.data != nullptr && size >= bytes && t_cached.size >= size) {
     data_ = static_cast<std::byte*>(std::exchange(t_cached.data, nullptr));
     block_ = std::exchange(t_cached.size, 0);
+    g_cached.fetch_sub(block_);
     raise_peak(g_active.fetch_add(size) + size);
   } else {
     data_ = static_cast<std::byte*>(cpu_allocate(bytes, op, "scratch"));
@@ -129,12 +147,18 @@ Scratch::Scratch(std::size_t bytes, void* workspace, const char* op) : bytes_(by
 
 Scratch::~Scratch() {
   if (!owned_) return;
+  g_active.fetch_sub(rounded_size(bytes_));
+  // The most recent block replaces this thread's cached one, if the threads' total allows it.
   if (block_ > kScratchCacheBytes) {
-    cpu_free(data_, bytes_);
+    std::free(data_);
     return;
   }
-  g_active.fetch_sub(rounded_size(bytes_));
-  std::free(t_cached.data);  // the most recent block stays
+  if (g_cached.fetch_add(block_) + block_ - t_cached.size > cache_limit()) {
+    g_cached.fetch_sub(block_);
+    std::free(data_);
+    return;
+  }
+  t_cached.release();
   t_cached.data = data_;
   t_cached.size = block_;
 }

@@ -16,6 +16,11 @@ void cpu_free(void* pointer, std::size_t bytes);
 // Scratch): fresh pages cost a fault each (about 1.5 µs per 4 KiB page on the development VM:
 // 10 ms for the 26 MiB of MiniLM's layer at 128 tokens, a quarter of the call).
 inline constexpr std::size_t kScratchCacheBytes = std::size_t{256} << 20;
+// The cached blocks of all threads together stay within this (or an eighth of the machine's
+// memory, if less): a server calling heed from many threads keeps at most this much idle.
+inline constexpr std::size_t kScratchCacheTotalBytes = std::size_t{1} << 30;
+// Bytes held in the threads' cached blocks now (for tests).
+std::size_t cached_scratch_bytes();
 
 // Scratch for one call: the caller's workspace, or one counted allocation of `bytes`, taken
 // from this thread's cached block when that is large enough. On release, a block of at most

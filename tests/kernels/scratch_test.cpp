@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <atomic>
 #include <memory>
+#include <thread>
+#include <vector>
 
 #include "memory/cpu_allocator.hpp"
 #include "support/case_builder.hpp"
@@ -220,6 +223,28 @@ TEST(ScratchLimits, AThreadReusesItsReleasedScratchBlock) {
     EXPECT_EQ(memory_stats().active, before) << "a caller's workspace is not counted";
   }
   EXPECT_EQ(memory_stats().active, before);
+}
+
+// Many threads keep at most kScratchCacheTotalBytes between them; each thread's block goes
+// when the thread ends. (The blocks are never touched: address space, not memory.)
+TEST(ScratchLimits, ThreadsTogetherCacheAtMostTheTotal) {
+  const std::size_t block = 200 * kMiB;
+  std::vector<std::thread> threads;
+  std::atomic<int> released{0};
+  std::atomic<bool> finish{false};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      { const memory::Scratch scratch(block, nullptr, "test"); }
+      ++released;
+      while (!finish.load()) std::this_thread::yield();
+    });
+  }
+  while (released.load() < 8) std::this_thread::yield();
+  EXPECT_LE(memory::cached_scratch_bytes(), memory::kScratchCacheTotalBytes);
+  EXPECT_GE(memory::cached_scratch_bytes(), block) << "at least one thread keeps its block";
+  finish = true;
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_LT(memory::cached_scratch_bytes(), block) << "ended threads hold nothing";
 }
 
 }  // namespace
