@@ -277,12 +277,11 @@ void time_tiled_variants(const char* name, const heed::TensorView& q, const heed
 int main(int argc, char** argv) {
   using namespace heed;
   int reps = 30;
-  bool variants = true, prefill_only = false;
+  bool variants = true;
   std::vector<std::string> only;  // --case TEXT: cases whose name contains TEXT (repeatable)
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--prefill") prefill_only = true;
     if (std::string(argv[i]) == "--reps" && i + 1 < argc) reps = std::atoi(argv[i + 1]);
-    if (std::string(argv[i]) == "--no-variants") variants = false;  // --prefill: skip decode
+    if (std::string(argv[i]) == "--no-variants") variants = false;
     if (std::string(argv[i]) == "--case" && i + 1 < argc) only.emplace_back(argv[++i]);
   }
   const auto selected = [&](const char* name) {
@@ -297,7 +296,6 @@ int main(int argc, char** argv) {
   std::printf("{\"copy_tbytes\": %.4f, \"bf16_gemm_tflops\": %.1f}\n", copy, peak);
   for (const Case& c : kCases) {
     if (!selected(c.name)) continue;
-    if (prefill_only && c.decode) continue;
     const Shape q_shape{c.batch, c.q_heads, c.q_len, c.head_dim};
     const Shape k_shape{c.batch, c.kv_heads, c.kv_len, c.head_dim};
     const Shape out_shape = q_shape;
