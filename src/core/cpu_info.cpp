@@ -38,8 +38,9 @@ int thread_count() {
   return available_cores();
 }
 
-std::int64_t tiled_rows() {
-  const char* value = std::getenv("HEED_CPU_TILED_ROWS");
+// A tiling knob's value from the environment: 1 to 65536, else 0 (unset).
+std::int64_t tiling_knob(const char* name) {
+  const char* value = std::getenv(name);
   if (value == nullptr) return 0;
   char* end = nullptr;
   const long long rows = std::strtoll(value, &end, 10);
@@ -135,7 +136,8 @@ const CpuInfo& cpu_info() {
     result.isa = chosen_isa();
     result.l1d_bytes = cache_bytes(1, std::size_t{32} << 10);
     result.l2_bytes = cache_bytes(2, std::size_t{1} << 20);
-    result.tiled_rows = tiled_rows();
+    result.tiled_rows = tiling_knob("HEED_CPU_TILED_ROWS");
+    result.tiled_keys = tiling_knob("HEED_CPU_TILED_KEYS");
     return result;
   }();
   return info;

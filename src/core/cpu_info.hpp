@@ -23,6 +23,9 @@ struct CpuInfo {
   // HEED_CPU_TILED_ROWS: query rows per tiled task in place of the planner's table (a tuning
   // knob for measuring that table on a new machine); 0 when unset.
   std::int64_t tiled_rows = 0;
+  // HEED_CPU_TILED_KEYS: the most keys per tiled key tile in place of the table's limit (the
+  // same kind of knob); 0 when unset.
+  std::int64_t tiled_keys = 0;
 };
 
 const CpuInfo& cpu_info();

@@ -70,7 +70,7 @@ std::optional<Fit> fit_tiled(const Problem& p, const CpuInfo& cpu, std::size_t& 
   const double budget = static_cast<double>(cpu.l2_bytes) / kTiledL2Share;
   const double row_floats = static_cast<double>(p.head_dim) + static_cast<double>(p.value_dim);
   const double fixed = static_cast<double>(rows()) * (row_floats + 2) * kFloat;
-  std::int64_t block_k = kTiledMaxBlockK;
+  std::int64_t block_k = cpu.tiled_keys > 0 ? std::max(cpu.tiled_keys, kTiledMinBlockK) : kTiledMaxBlockK;
   while (block_k > kTiledMinBlockK &&
          fixed + static_cast<double>(block_k) * (row_floats + static_cast<double>(rows())) * kFloat > budget) {
     block_k /= 2;
@@ -206,6 +206,10 @@ void build_tiled(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& f
   if (cpu.tiled_rows > 0) {
     r.plan.reasons.push_back(format("rows per tile from HEED_CPU_TILED_ROWS={} (tuning), not the planner's table",
                                     cpu.tiled_rows));
+  }
+  if (cpu.tiled_keys > 0) {
+    r.plan.reasons.push_back(format("at most {} keys per tile from HEED_CPU_TILED_KEYS (tuning), not the planner's "
+                                    "table", cpu.tiled_keys));
   }
   const std::int64_t tasks = p.batch * p.kv_heads * ceil_div(p.q_len, r.block_q);
   r.plan.workers = static_cast<int>(std::min<std::int64_t>(cpu.threads, tasks));

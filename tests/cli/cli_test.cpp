@@ -450,21 +450,23 @@ TEST_F(HeedTool, PlanAndExplainPrintTheDecision) {
   EXPECT_EQ(explain.out.rfind("heed plans ", 0), 0u) << explain.out;
 }
 
-// HEED_CPU_TILED_ROWS replaces the planner's rows per tiled task, and the plan says so.
-TEST_F(HeedTool, TiledRowsKnobReachesThePlan) {
+// HEED_CPU_TILED_ROWS and HEED_CPU_TILED_KEYS replace the planner's rows per tiled task and
+// its key tile limit, and the plan says so.
+TEST_F(HeedTool, TilingKnobsReachThePlan) {
   const std::vector<std::string> args = {"explain", "--q", "2,4,512,64", "--k", "2,4,512,64", "--v", "2,4,512,64"};
   const CommandResult plain = heed(args);
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
-  EXPECT_EQ(plain.out.find("HEED_CPU_TILED_ROWS"), std::string::npos) << plain.out;
-  std::vector<std::string> knob = {"env", "HEED_CPU_TILED_ROWS=48", HEED_CLI_PATH};
+  EXPECT_EQ(plain.out.find("HEED_CPU_TILED"), std::string::npos) << plain.out;
+  std::vector<std::string> knob = {"env", "HEED_CPU_TILED_ROWS=48", "HEED_CPU_TILED_KEYS=64", HEED_CLI_PATH};
   std::string command;
   for (const std::string& arg : knob) command += shell_quote(arg) + " ";
   for (const std::string& arg : args) command += shell_quote(arg) + " ";
   command += ">" + shell_quote(path("knob.txt"));
   ASSERT_EQ(std::system(command.c_str()), 0);
   const std::string out = read_text(path("knob.txt"));
-  EXPECT_NE(out.find("tiled(block_q=48,"), std::string::npos) << out;
+  EXPECT_NE(out.find("tiled(block_q=48, block_k=64)"), std::string::npos) << out;
   EXPECT_NE(out.find("HEED_CPU_TILED_ROWS=48"), std::string::npos) << out;
+  EXPECT_NE(out.find("at most 64 keys per tile from HEED_CPU_TILED_KEYS"), std::string::npos) << out;
 }
 
 TEST_F(HeedTool, PlanRejectsInvalidShapesWithHeedsMessage) {
