@@ -156,6 +156,7 @@ struct ComposedFit {
   std::int64_t rows = 0;
   std::int64_t heads = 0;
   bool fold_batch = false;
+  bool pack_to_fold = false;  // contiguous rows packed anyway, because that folds the batches
   std::size_t intermediate = 0;
   bool capped = false;
 };
@@ -166,15 +167,26 @@ std::optional<ComposedFit> fit_composed(const Problem& p, std::size_t& min_cap) 
   // The caller's cap, else the default budget (at least one row: a long row still runs).
   const std::int64_t budget = p.max_score_bytes ? *p.max_score_bytes : std::max(kComposedScoreBudget, row_bytes);
   // Batches fold into one GEMM batch where q, k and v are read with one stride per (batch, head)
-  // pair: in place when their batch strides are heads × head strides, or once packed.
+  // pair: in place when their batch strides are heads × head strides, or once packed. Where
+  // they do not fold in place (e.g. [B, L, H, D] memory) they are packed when folding at least
+  // halves the steps, each of which costs four launches (MiniLM's layer: B 32, L 128, 12
+  // heads: 1 step instead of 32); long rows, one pair per step, gain nothing from a copy.
+  const std::int64_t q_len = std::max<std::int64_t>(p.q_len, 1);
+  const std::int64_t rows = std::min(q_len, budget / row_bytes);
+  if (rows < 1) return std::nullopt;
+  const std::int64_t pairs = std::max<std::int64_t>(checked_mul(p.batch, p.kv_heads, kOp, "batch x key heads"), 1);
+  const std::int64_t per_step = std::max<std::int64_t>(budget / (row_bytes * rows), 1);
+  const auto steps = [&](bool fold) {
+    const std::int64_t heads = fold ? pairs : std::max<std::int64_t>(p.kv_heads, 1);
+    return (fold ? 1 : p.batch) * ceil_div(heads, std::min(per_step, heads));
+  };
   ComposedFit fit;
   fit.fold_batch = p.batch > 1 && (p.batch_folds || !p.rows_contiguous);
-  const std::int64_t heads =
-      std::max<std::int64_t>(fit.fold_batch ? checked_mul(p.batch, p.kv_heads, kOp, "batch x key heads") : p.kv_heads, 1);
-  const std::int64_t q_len = std::max<std::int64_t>(p.q_len, 1);
-  fit.rows = std::min(q_len, budget / row_bytes);
-  if (fit.rows < 1) return std::nullopt;
-  fit.heads = std::clamp<std::int64_t>(budget / (row_bytes * fit.rows), 1, heads);
+  fit.pack_to_fold = p.batch > 1 && !fit.fold_batch && 2 * steps(true) <= steps(false);
+  fit.fold_batch = fit.fold_batch || fit.pack_to_fold;
+  const std::int64_t heads = fit.fold_batch ? pairs : std::max<std::int64_t>(p.kv_heads, 1);
+  fit.rows = rows;
+  fit.heads = std::clamp<std::int64_t>(per_step, 1, heads);
   fit.intermediate = float_bytes(fit.heads * fit.rows, p.kv_len, "a score step");
   fit.capped = p.max_score_bytes && (fit.rows < q_len || fit.heads < heads) &&
                float_bytes(heads * q_len, p.kv_len, "scores") > static_cast<std::size_t>(*p.max_score_bytes);
@@ -305,8 +317,8 @@ void build_composed(CudaRoute& r, const Problem& p, const ComposedFit& fit) {
   c.heads = fit.heads;
   c.fold_batch = fit.fold_batch;
   c.row_blocks = ceil_div(p.q_len, c.rows);
-  c.pack_qk = !p.rows_contiguous;
-  c.pack_v = !p.rows_contiguous || p.dtype != DType::Float32;
+  c.pack_qk = !p.rows_contiguous || fit.pack_to_fold;
+  c.pack_v = c.pack_qk || p.dtype != DType::Float32;
   r.plan.kernel = c.rows < p.q_len ? Kernel{route::ComposedBlocks{c.rows}} : Kernel{route::Composed{}};
   r.plan.kernel_name = kernel_name(c.rows < p.q_len ? "composed_blocks" : "composed", p.dtype);
   r.softmax_kernel_name = kernel_name("softmax", p.dtype);
@@ -317,8 +329,9 @@ void build_composed(CudaRoute& r, const Problem& p, const ComposedFit& fit) {
                                   fit.intermediate));
   r.plan.reasons.push_back(
       format("cuBLAS reads {}; P.V in float32{} (FP32 compute, no TF32)",
-             c.pack_qk ? "q and k packed to contiguous rows (their rows are not contiguous)"
-                       : "q and k in place",
+             !c.pack_qk          ? "q and k in place"
+             : fit.pack_to_fold ? "q and k packed to contiguous rows (their batches do not fold in place)"
+                                : "q and k packed to contiguous rows (their rows are not contiguous)",
              c.pack_v ? (p.dtype == DType::Float32 ? ", v packed" : ", v converted to float32") : ", v in place"));
   r.plan.workers = static_cast<int>(std::min<std::int64_t>(
       std::numeric_limits<int>::max(), checked_mul(c.rows, c.heads, kOp, "softmax blocks")));

@@ -271,6 +271,12 @@ std::vector<CaseSpec> cuda_cases() {
       Make("gpu_composed_prefill_bf16", 2, 8, 2, 130, 300, 128, 128, bf16).causal(),
       Make("gpu_composed_prefill_f16_blocks", 1, 4, 4, 200, 400, 64, 64, f16).cap(400 * 4 * 30),
       Make("gpu_composed_d0", 1, 2, 2, 20, 30, 0, 16, f32).scale(1.0),
+      // [B, L, H, D] batches that do not fold in place: packed, then one step over every
+      // (batch, key head) pair (GQA, masked rows, [B, L, H, D] out).
+      Make("gpu_composed_f32_blhd_packed_fold", 3, 6, 2, 40, 50, 32, 32, f32).layout(Layout::BLHD)
+          .out_layout(Layout::BLHD).causal().mask(MK::KeyPadding).masked_rows(),
+      Make("gpu_composed_bf16_blhd_packed_fold", 4, 4, 4, 33, 33, 64, 64, bf16).layout(Layout::BLHD)
+          .sinks(bf16).route(RouteChoice::Composed),
   };
 }
 

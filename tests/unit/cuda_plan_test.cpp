@@ -230,7 +230,8 @@ TEST(CudaPlan, PrefillRunsComposedAndTheCapBlocksIt) {
 
 TEST(CudaPlan, ComposedStepsSpanBatchesWhereTheStridesFold) {
   // float32 prefill runs composed: B 32 x 12 heads (MiniLM) is one step of 384 (batch, key head)
-  // pairs when the batch stride is heads x head stride, 12 pairs per step otherwise.
+  // pairs when the batch stride is heads x head stride; otherwise (e.g. [B, L, H, D] memory)
+  // q, k and v are packed first, which folds them too (1 step instead of 32).
   plan::Problem p = plan::validate_problem(Shape{32, 12, 128, 32}, Shape{32, 12, 128, 32}, Shape{32, 12, 128, 32},
                                            DType::Float32, DType::Float32, DType::Float32, {});
   plan::CudaRoute r = plan::plan_cuda(p, h200());
@@ -238,13 +239,31 @@ TEST(CudaPlan, ComposedStepsSpanBatchesWhereTheStridesFold) {
   EXPECT_TRUE(r.composed.fold_batch);
   EXPECT_EQ(r.composed.heads, 32 * 12);
   EXPECT_NE(r.plan.explain().find("across batches"), std::string::npos) << r.plan.explain();
-  p.batch_folds = false;  // e.g. k broadcast over the batch (batch stride 0)
+  EXPECT_FALSE(r.composed.pack_qk);
+  EXPECT_FALSE(r.composed.pack_v);
+  p.batch_folds = false;  // e.g. [B, L, H, D] memory, or k broadcast over the batch
   r = plan::plan_cuda(p, h200());
-  EXPECT_FALSE(r.composed.fold_batch);
-  EXPECT_EQ(r.composed.heads, 12);
+  EXPECT_TRUE(r.composed.fold_batch);
+  EXPECT_TRUE(r.composed.pack_qk);
+  EXPECT_TRUE(r.composed.pack_v);
+  EXPECT_EQ(r.composed.heads, 32 * 12);
+  EXPECT_NE(r.plan.explain().find("do not fold in place"), std::string::npos) << r.plan.explain();
+  EXPECT_EQ(r.q_packed.slice_bytes, std::size_t{32} * 12 * 128 * 32 * 4);  // q packed in the plan's scratch
   // Rows that are not contiguous are packed contiguous first, which folds them.
   p.rows_contiguous = false;
   EXPECT_TRUE(plan::plan_cuda(p, h200()).composed.fold_batch);
+}
+
+TEST(CudaPlan, LongRowsThatDoNotFoldAreNotPackedToFold) {
+  // One (batch, key head) pair per step already: a copy of q, k and v would save no step.
+  plan::Problem p = plan::validate_problem(Shape{2, 4, 32768, 384}, Shape{2, 4, 32768, 384},
+                                           Shape{2, 4, 32768, 384}, DType::Float32, DType::Float32, DType::Float32, {});
+  p.batch_folds = false;
+  const plan::CudaRoute r = plan::plan_cuda(p, h200());
+  ASSERT_TRUE(std::holds_alternative<route::ComposedBlocks>(r.plan.kernel)) << r.plan.explain();
+  EXPECT_FALSE(r.composed.fold_batch);
+  EXPECT_FALSE(r.composed.pack_qk);
+  EXPECT_EQ(r.composed.heads, 1);
 }
 
 TEST(CudaPlan, BatchFoldsWhereTheBatchStrideIsHeadsTimesTheHeadStride) {
