@@ -365,7 +365,11 @@ Result run_case(const cases::Case& c, const Options& options) {
   const double seconds = result.median_ms / 1e3;
   result.gflops = seconds > 0 ? c.flops() / seconds / 1e9 : 0.0;
   result.gbytes = seconds > 0 ? c.bytes() / seconds / 1e9 : 0.0;
-  compare_with_composed(inputs, placed, heed_out, options, result);
+  if (options.composed) {
+    compare_with_composed(inputs, placed, heed_out, options, result);
+  } else {
+    result.composed_note = "composed route not timed (--no-composed)";
+  }
   return result;
 }
 

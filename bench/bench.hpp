@@ -22,6 +22,7 @@ struct Options {
   int reps = 3;  // timed runs after one warm-up; the median is reported
   // The composed comparison is skipped ("n/a") when its plan needs more scratch than this.
   std::size_t composed_scratch_limit = std::size_t{2} << 30;
+  bool composed = true;  // false: the composed route is not timed (`heed bench --no-composed`)
   // When set, run_suite also writes the cases' JSON array (as --json prints it) to this file,
   // for the PyTorch comparison that follows the table.
   std::string records_path;

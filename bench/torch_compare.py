@@ -25,7 +25,7 @@ def heed_records(heed, threads, names, reps, records_path=None):
         with open(records_path) as f:
             records = json.load(f)
         return [r for r in records if not names or r["name"] in names]
-    command = [heed, "bench", "--json", "--device", "cpu", "--reps", str(reps)]
+    command = [heed, "bench", "--json", "--no-composed", "--device", "cpu", "--reps", str(reps)]
     for name in names:
         command += ["--case", name]
     env = dict(os.environ, HEED_NUM_THREADS=str(threads))
@@ -109,21 +109,43 @@ def main():
     if not args.heed and not args.records:
         parser.error("give --heed or --records")
     rounds = 1 if args.records else max(args.rounds, 1)
-    heed_rounds, torch_rounds = [], []
-    for round_index in range(rounds):
-        heed_first = round_index % 2 == 0
-        if heed_first:
-            heed_rounds.append(heed_records(args.heed, len(cores), args.case, args.reps, args.records))
-        torch_rounds.append({r["name"]: torch_time(torch, r, args.reps) for r in heed_rounds[0] if "error" not in r})
-        if not heed_first:
-            heed_rounds.append(heed_records(args.heed, len(cores), args.case, args.reps, args.records))
-        # Progress as it comes, so a run stopped at a time limit still leaves its rounds behind.
-        for record in heed_rounds[-1]:
-            if "median_ms" in record:
-                torch_ms = torch_rounds[-1].get(record["name"], (None, ""))[0]
-                print(f"# round {round_index + 1}: {record['name']} heed {record['median_ms']:.2f} ms, torch "
-                      f"{'n/a' if torch_ms is None else f'{torch_ms:.2f}'} ms", file=sys.stderr, flush=True)
+    # One case at a time, its rounds alternating (heed then PyTorch, then PyTorch then heed, ...):
+    # the two libraries' figures of a round are seconds apart, so a shared machine's drift
+    # weighs on both alike, and each round's ratio is a paired measurement.
+    names = args.case or [None]
+    heed_rounds, torch_rounds = [[] for _ in range(rounds)], [{} for _ in range(rounds)]
+    for name in names:
+        selected = [name] if name else []
+        first = None
+        for round_index in range(rounds):
+            heed_first = round_index % 2 == 0
+            if heed_first:
+                heed_rounds[round_index] += heed_records(args.heed, len(cores), selected, args.reps, args.records)
+                first = first or heed_rounds[round_index]
+            for record in (first if name is None else [r for r in first if r["name"] == name]):
+                if "error" not in record:
+                    torch_rounds[round_index][record["name"]] = torch_time(torch, record, args.reps)
+            if not heed_first:
+                heed_rounds[round_index] += heed_records(args.heed, len(cores), selected, args.reps, args.records)
+            # Progress as it comes, so a run stopped at a time limit still leaves its rounds behind.
+            for record in heed_rounds[round_index]:
+                if "median_ms" in record and (name is None or record["name"] == name):
+                    torch_ms = torch_rounds[round_index].get(record["name"], (None, ""))[0]
+                    print(f"# round {round_index + 1}: {record['name']} heed {record['median_ms']:.2f} ms, torch "
+                          f"{'n/a' if torch_ms is None else f'{torch_ms:.2f}'} ms", file=sys.stderr, flush=True)
     records = heed_rounds[0]
+    # Each case's per-round ratios (PyTorch ms / heed ms of the same round), before the best
+    # rounds replace the records' times below.
+    paired = {}
+    for record in records:
+        ratios = []
+        for heed_round, torch_round in zip(heed_rounds, torch_rounds):
+            heed_ms = [r["median_ms"] for r in heed_round if r["name"] == record["name"] and "median_ms" in r]
+            torch_ms = torch_round.get(record["name"], (None, ""))[0]
+            if heed_ms and torch_ms is not None:
+                ratios.append(torch_ms / heed_ms[0])
+        if ratios:
+            paired[record["name"]] = statistics.median(ratios)
     for record in records:  # each library's best round
         times = [r["median_ms"] for rs in heed_rounds for r in rs if r["name"] == record["name"] and "median_ms" in r]
         if times and "median_ms" in record:
@@ -132,7 +154,8 @@ def main():
             if record.get("roofline_fraction") is not None:
                 record["roofline_fraction"] /= scale
     print(f"# {len(cores)} threads pinned to CPUs {cores}, PyTorch {torch.__version__}, median of {args.reps} "
-          f"calls per round, best of {rounds} alternating round(s) per library")
+          f"calls per round, best of {rounds} alternating round(s) per library; 'paired': the median of "
+          f"the rounds' own ratios")
     if records and "peak_gflops" in records[0]:
         amx = records[0].get("amx_peak_gflops")
         dot = records[0].get("dot_bf16_peak_gflops")
@@ -141,8 +164,8 @@ def main():
         print(f"# heed's ceilings in the same run: float32 FMA peak {records[0]['peak_gflops']:.1f} GFLOP/s, "
               f"{amx_text}copy {records[0]['copy_gbytes_per_s']:.1f} GB/s ('of peak': of the bfloat16 peak "
               f"of the unit a case runs on, else of the FMA peak or the copy bandwidth)")
-    print(f"{'case':24s} {'heed ms':>10s} {'torch ms':>10s} {'torch/heed':>10s} {'heed rate':>16s} {'of peak':>8s} "
-          f"{'torch rate':>16s}  note")
+    print(f"{'case':24s} {'heed ms':>10s} {'torch ms':>10s} {'torch/heed':>10s} {'paired':>7s} {'heed rate':>16s} "
+          f"{'of peak':>8s} {'torch rate':>16s}  note")
     for record in records:
         if "error" in record:
             print(f"{record['name']:24s} heed failed: {record['error']}")
@@ -155,12 +178,13 @@ def main():
         fraction = record.get("roofline_fraction")
         of_peak = f"{fraction * 100:7.0f}%" if fraction is not None else f"{'n/a':>8s}"
         if torch_ms is None:
-            print(f"{record['name']:24s} {record['median_ms']:10.2f} {'n/a':>10s} {'n/a':>10s} "
+            print(f"{record['name']:24s} {record['median_ms']:10.2f} {'n/a':>10s} {'n/a':>10s} {'n/a':>7s} "
                   f"{heed_rate:10.1f} {unit:5s} {of_peak} {'':>16s}  {note}")
             continue
         torch_rate = work / torch_ms * 1e-6
         print(f"{record['name']:24s} {record['median_ms']:10.2f} {torch_ms:10.2f} "
-              f"{torch_ms / record['median_ms']:9.2f}x {heed_rate:10.1f} {unit:5s} {of_peak} "
+              f"{torch_ms / record['median_ms']:9.2f}x {paired[record['name']]:6.2f}x {heed_rate:10.1f} {unit:5s} "
+              f"{of_peak} "
               f"{torch_rate:10.1f} {unit:5s}  {note}")
     return 0
 

@@ -523,5 +523,18 @@ TEST_F(HeedTool, BenchComparesWithPyTorchUnlessToldNot) {
   EXPECT_EQ(skipped.out.find("PyTorch"), std::string::npos) << skipped.out;
 }
 
+// --no-composed times heed's route alone: the record says why there is no speedup.
+TEST_F(HeedTool, BenchWithoutTheComposedRoute) {
+  const CommandResult json =
+      heed({"bench", "--json", "--no-composed", "--case", "bge-small", "--reps", "1", "--max-len", "16"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_NE(json.out.find("\"composed_ms\": null"), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("composed route not timed (--no-composed)"), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"median_ms\": "), std::string::npos) << json.out;
+  const CommandResult timed = heed({"bench", "--json", "--case", "bge-small", "--reps", "1", "--max-len", "16"});
+  ASSERT_EQ(timed.exit_code, 0) << timed.err;
+  EXPECT_EQ(timed.out.find("\"composed_ms\": null"), std::string::npos) << timed.out;
+}
+
 }  // namespace
 }  // namespace heed

@@ -16,7 +16,7 @@ namespace heed::cli {
 namespace {
 
 constexpr const char* kBenchUsage =
-    "usage: heed bench [--case NAME]... [--reps N] [--device cpu|cuda[:N]] [--json] [--no-torch]\n"
+    "usage: heed bench [--case NAME]... [--reps N] [--device cpu|cuda[:N]] [--json] [--no-torch] [--no-composed]\n"
     "\n"
     "Times heed's route and the composed route on the same inputs (median of N runs after one\n"
     "warm-up, default 3) and prints the speedup and the largest difference between them. On\n"
@@ -27,7 +27,9 @@ constexpr const char* kBenchUsage =
     "  --case NAME    run this case of the suite (repeatable; default: all)\n"
     "  --reps N       timed runs per route (at least 1)\n"
     "  --json         a JSON array, one object per case (no PyTorch comparison)\n"
-    "  --no-torch     skip the PyTorch comparison\n";
+    "  --no-torch     skip the PyTorch comparison\n"
+    "  --no-composed  skip the composed route (no speedup column; the PyTorch comparison's\n"
+    "                 rounds use it)\n";
 
 const std::vector<FlagSpec> kBenchFlags = {
     {"case", true, true},
@@ -35,6 +37,7 @@ const std::vector<FlagSpec> kBenchFlags = {
     {"device"},
     {"json", false},
     {"no-torch", false},
+    {"no-composed", false},
     // Limits Lq and Lk of every case (Case::scaled), for quick runs in tests.
     {"max-len", true, false, true}};
 
@@ -90,6 +93,7 @@ int bench_command(const std::vector<std::string>& tokens) {
     options.reps = static_cast<int>(count);
   }
   if (const auto device = args.value("device")) options.device = parse_device("bench", *device);
+  options.composed = !args.has("no-composed");
   std::vector<cases::Case> suite = selected_cases(args);
   if (const auto max_len = args.value("max-len")) {
     const std::int64_t limit = parse_int("bench", "max-len", *max_len, 1);
