@@ -235,6 +235,9 @@ struct HopperConfig {
   HopperMasking masking = HopperMasking::Any;
   std::int64_t min_keys = 0;  // served from this Lk up
   int consumers = 2;          // warpgroups of 64 rows; 1: two blocks per SM
+  // A persistent grid (resident blocks looping over the tiles) where the tiles are of one
+  // length (no causal mask, no window) and outnumber the resident blocks; else a block per tile.
+  bool persistent = true;
 };
 // The first entry for (D, Dv) whose masking and min_keys match serves a call. Longer tiles
 // amortise each tile's softmax bookkeeping; under causal masking and for short key ranges
@@ -262,10 +265,12 @@ inline constexpr int kHopperWarpgroupThreads = 128;
 constexpr int hopper_block_m(const HopperConfig& c) { return kHopperRowsPerConsumer * c.consumers; }
 constexpr int hopper_threads(const HopperConfig& c) { return kHopperWarpgroupThreads * (1 + c.consumers); }
 // Registers per thread after setmaxnreg (multiples of 8). Two consumers, one block per SM:
-// 128 × (40 + 2 × 232) = 64512 of the SM's 65536. One consumer, two blocks: each block's
-// 256 × 128 registers as 128 × (32 + 224).
-constexpr int hopper_producer_registers(const HopperConfig& c) { return c.consumers == 1 ? 32 : 40; }
-constexpr int hopper_consumer_registers(const HopperConfig& c) { return c.consumers == 1 ? 224 : 232; }
+// 128 × (24 + 2 × 240) = 64512 of the SM's 65536 (the persistent loop's state took D 128's
+// 176-key consumers past 232: 16 bytes of spills, none at 240; the producer, one thread
+// issuing copies, fits 24). One consumer, two blocks: each block's 256 × 128 registers as
+// 128 × (32 + 224).
+constexpr int hopper_producer_registers(const HopperConfig& c) { return c.consumers == 1 ? 32 : 24; }
+constexpr int hopper_consumer_registers(const HopperConfig& c) { return c.consumers == 1 ? 224 : 240; }
 constexpr int hopper_blocks_per_sm(const HopperConfig& c) { return c.consumers == 1 ? 2 : 1; }
 
 // The Hopper configuration serving (D, Dv) with or without causal masking over Lk keys, or -1.
@@ -278,18 +283,30 @@ constexpr int hopper_config_index(std::int64_t head_dim, std::int64_t value_dim,
   return -1;
 }
 
-// The Hopper kernel's shared memory: Q (block_m rows), the ring, 4 × stages mbarriers (K and V
-// full, K and V free), and 1 KiB to align the base to the 128-byte swizzle's 1024-byte atoms.
-constexpr std::int64_t hopper_ring_offset(const HopperConfig& c) { return std::int64_t{hopper_block_m(c)} * c.head_dim * 2; }
+// The Hopper kernel's shared memory: `q_buffers` Q tiles (block_m rows each), the ring,
+// 4 × stages mbarriers (K and V full, K and V free), and 1 KiB to align the base to the 128-byte
+// swizzle's 1024-byte atoms.
+constexpr std::int64_t hopper_q_bytes(const HopperConfig& c) { return std::int64_t{hopper_block_m(c)} * c.head_dim * 2; }
 constexpr std::int64_t hopper_stage_bytes(const HopperConfig& c) {
   return std::int64_t{c.block_n} * (c.head_dim + c.value_dim) * 2;
 }
+constexpr std::int64_t hopper_layout_bytes(const HopperConfig& c, int q_buffers) {
+  return q_buffers * hopper_q_bytes(c) + c.stages * hopper_stage_bytes(c) + 4 * 8 * c.stages + 1024;
+}
+// An H100's / H200's shared memory per SM and the 1 KiB the runtime reserves per block.
+inline constexpr std::int64_t kHopperSharedPerSm = 228 << 10, kHopperReservedPerBlock = 1 << 10;
+// Two Q tiles where they fit the block's share of the SM: a block of the persistent grid then
+// loads the next tile's Q while it computes this one (tile i in buffer i % 2). D 64 and D 128
+// under causal masking take two; D 128 at 176 keys (240 KiB), D 256 (256 KiB) and the
+// two-blocks-per-SM D 64 entry (96 bytes over its 112 KiB) keep one, loaded between tiles.
+constexpr int hopper_q_buffers(const HopperConfig& c) {
+  return hopper_layout_bytes(c, 2) + kHopperReservedPerBlock <= kHopperSharedPerSm / hopper_blocks_per_sm(c) ? 2 : 1;
+}
+constexpr std::int64_t hopper_ring_offset(const HopperConfig& c) { return hopper_q_buffers(c) * hopper_q_bytes(c); }
 constexpr std::int64_t hopper_barrier_offset(const HopperConfig& c) {
   return hopper_ring_offset(c) + c.stages * hopper_stage_bytes(c);
 }
-constexpr std::int64_t hopper_shared_bytes(const HopperConfig& c) {
-  return hopper_barrier_offset(c) + 4 * 8 * c.stages + 1024;
-}
+constexpr std::int64_t hopper_shared_bytes(const HopperConfig& c) { return hopper_layout_bytes(c, hopper_q_buffers(c)); }
 
 // The tiled kernel indexes with 32-bit integers: Lq and Lk below this, packed rows (group × Lq)
 // below twice this, so that diagonals and window bounds cannot overflow.
