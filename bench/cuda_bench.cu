@@ -240,7 +240,7 @@ void time_tiled_variants(const char* name, const heed::TensorView& q, const heed
     int entry;       // kHopperConfigs entry, or -1 for the plan's
     bool persistent;  // the entry's schedule
   };
-  std::vector<TiledVariant> list = {{"planned", Kernel::Auto, Change::None, -1, false},
+  std::vector<TiledVariant> list = {{"planned", device.tiled_kernel, Change::None, -1, false},
                                     {"mma", Kernel::Mma, Change::None, -1, false},
                                     {"wgmma", Kernel::Wgmma, Change::None, -1, false},
                                     {"", Kernel::Wgmma, Change::Pingpong, -1, false},
@@ -267,9 +267,11 @@ void time_tiled_variants(const char* name, const heed::TensorView& q, const heed
       route.tiled.pingpong = !route.tiled.pingpong;
       label = route.tiled.pingpong ? "wgmma_pingpong" : "wgmma_no_pingpong";
     }
+    const std::int64_t tiles = route.tiled.row_blocks * problem.kv_heads * problem.batch;
     if (variant.change == Change::Schedule) {
       if (!route.tiled.wgmma) continue;
       plan::schedule_hopper(route.tiled, problem, device, !route.tiled.persistent);
+      if (route.tiled.persistent && route.tiled.blocks == tiles) continue;  // one wave: the same grid
       label = schedule_name(route.tiled);
     }
     if (variant.entry >= 0) {
@@ -282,9 +284,7 @@ void time_tiled_variants(const char* name, const heed::TensorView& q, const heed
       route.tiled.pingpong = c.pingpong && c.consumers == 2;
       // A persistent grid of one wave is the grid of a block per tile: timed once.
       plan::schedule_hopper(route.tiled, problem, device, variant.persistent);
-      if (variant.persistent && route.tiled.blocks == route.tiled.row_blocks * problem.kv_heads * problem.batch) {
-        continue;
-      }
+      if (variant.persistent && route.tiled.blocks == route.tiled.row_blocks * problem.kv_heads * problem.batch) continue;
     }
     const auto call = [&] { cuda::run_attention(q, k, v, out, scale, options, route, nullptr); };
     const double first_ms = median_ms(call, 1, 1);

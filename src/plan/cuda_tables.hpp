@@ -236,27 +236,34 @@ struct HopperConfig {
   std::int64_t min_keys = 0;  // served from this Lk up
   int consumers = 2;          // warpgroups of 64 rows; 1: two blocks per SM
   // A persistent grid (resident blocks looping over the tiles) where the tiles are of one
-  // length (no causal mask, no window) and outnumber the resident blocks; else a block per tile.
-  bool persistent = true;
+  // length (no causal mask) and outnumber the resident blocks; else a block per tile.
+  bool persistent = false;
 };
 // The first entry for (D, Dv) whose masking and min_keys match serves a call. Longer tiles
 // amortise each tile's softmax bookkeeping; under causal masking and for short key ranges
 // shorter ones waste less on the diagonal and the last tile.
 inline constexpr HopperConfig kHopperConfigs[] = {
-    // 16 + 2 × 48 KiB; S 96, P 48, O 32 registers.
-    {64, 64, 192, 2, true, HopperMasking::Full, 2048, 2},
+    // 16 + 2 × 48 KiB (two Q buffers: 32 + 2 × 48); S 96, P 48, O 32 registers. Persistent:
+    // the D 64 target (B 2 × 32 heads × 8k, 500 TFLOP/s); not yet timed persistent.
+    {64, 64, 192, 2, true, HopperMasking::Full, 2048, 2, true},
     // Short key ranges (BERT's 512): one consumer warpgroup, two blocks per SM, so that one
     // block's start (Q, the first tiles) and end (the output) overlap the other's products.
-    // 8 + 3 × 32 KiB per block; registers 32 / 224 of the block's 256 × 128.
-    {64, 64, 128, 3, false, HopperMasking::Full, 0, 1},
-    // 16 + 3 × 32 KiB; S 64, O 32 registers: room for a third tile in flight.
-    {64, 64, 128, 3, true, HopperMasking::Any, 0, 2},
-    // 32 + 2 × 88 KiB; S 88, P 44, O 64 registers.
-    {128, 128, 176, 2, true, HopperMasking::Full, 0, 2},
-    // 32 + 2 × 64 KiB; S 64, O 64, P 32 registers.
-    {128, 128, 128, 2, true, HopperMasking::Any, 0, 2},
-    // 64 + 2 × 64 KiB; O 128 registers leave S 32 (64 keys).
-    {256, 256, 64, 2, true, HopperMasking::Any, 0, 2},
+    // 8 + 3 × 32 KiB per block (one Q buffer); registers 32 / 224 of the block's 256 × 128.
+    // Persistent: BERT-base's 3072 tiles of 4 key tiles each, where the fixed cost of a block
+    // (~5 µs of Q, the first tiles and the output) dominates; not yet timed persistent.
+    {64, 64, 128, 3, false, HopperMasking::Full, 0, 1, true},
+    // 16 + 3 × 32 KiB; S 64, O 32 registers: room for a third tile in flight. (Serves causal
+    // calls only, the two above the rest: a block per tile.)
+    {64, 64, 128, 3, true, HopperMasking::Any, 0, 2, true},
+    // 32 + 2 × 88 KiB (one Q buffer); S 88, P 44, O 64 registers. A block per tile until the
+    // benchmark's wgmma_persistent line shows the persistent grid faster (B 2 × 16 × 8k: 664
+    // TFLOP/s per tile).
+    {128, 128, 176, 2, true, HopperMasking::Full, 0, 2, false},
+    // 32 + 2 × 64 KiB (two Q buffers: 64 + 2 × 64); S 64, O 64, P 32 registers. (Causal calls.)
+    {128, 128, 128, 2, true, HopperMasking::Any, 0, 2, true},
+    // 64 + 2 × 64 KiB (one Q buffer); O 128 registers leave S 32 (64 keys). A block per tile
+    // (not timed persistent).
+    {256, 256, 64, 2, true, HopperMasking::Any, 0, 2, false},
 };
 inline constexpr int kHopperConfigCount = static_cast<int>(sizeof(kHopperConfigs) / sizeof(kHopperConfigs[0]));
 // Rows per consumer warpgroup (the M of wgmma) and threads per warpgroup.

@@ -71,7 +71,7 @@ std::string hopper_grid_why_not(const CudaTiledShape& s, const Problem& p, const
   const HopperConfig& h = kHopperConfigs[s.config];
   const std::int64_t tiles = s.row_blocks * p.kv_heads * p.batch;
   const std::int64_t resident = std::int64_t{device.sm_count} * hopper_blocks_per_sm(h);
-  if (!h.persistent) return "this entry measured faster with a block per tile";
+  if (!h.persistent) return "this entry of kHopperConfigs keeps a block per tile";
   if (p.causal) {  // windows come with causal masking
     return "under causal masking the tiles differ in length: the hardware's block scheduler balances them, a static "
            "stride would not";
@@ -103,8 +103,9 @@ std::string schedule_hopper(CudaTiledShape& s, const Problem& p, const CudaDevic
                 hopper_q_buffers(h) == 2
                     ? "and two Q buffers let the consumers copy the next tile's Q during the current one"
                     : format("and the next tile's Q is copied after the current one's output (one Q buffer: two "
-                             "would take {} bytes of shared memory)",
-                             hopper_layout_bytes(h, 2)));
+                             "would take {} bytes of shared memory, over the {} of a block's share of the SM)",
+                             hopper_layout_bytes(h, 2),
+                             kHopperSharedPerSm / hopper_blocks_per_sm(h) - kHopperReservedPerBlock));
 }
 
 std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInfo& device, std::size_t& min_cap,
