@@ -16,6 +16,7 @@
 #include "cuda/vector.hpp"
 #include "cuda/vector_common.cuh"
 #include "cuda/vector_mma.hpp"
+#include "cuda/vector_tma.hpp"
 #include "heed/error.hpp"
 #include "plan/cuda_tables.hpp"
 
@@ -655,6 +656,28 @@ void launch_merge(const VectorArgs& a, const plan::CudaRoute& route, dim3 grid, 
   check(cudaLaunchKernelEx(&config, vector_merge_kernel<T>, a), "heed::attention", route.merge_kernel_name.c_str());
 }
 
+// The TMA kernel on `stream`: its tensor maps, the fused merge's counters zeroed first.
+template <typename T>
+void run_tma(const VectorArgs& a, const plan::CudaRoute& route, dim3 grid, cudaStream_t stream) {
+  const plan::CudaVectorShape& s = route.vector;
+  if (s.fused_merge) {
+    check(cudaMemsetAsync(a.arrivals, 0, route.arrivals.slice_bytes, stream), "heed::attention",
+          "cudaMemsetAsync (arrivals)");
+  }
+  VectorTmaArgs tma;
+  static_cast<VectorArgs&>(tma) = a;
+  make_vector_tma_maps(tma, s);
+  LaunchRecord record(route.plan.kernel_name.c_str(), grid.x, grid.y, grid.z, stream);
+  if constexpr (std::is_same_v<T, __half>) {
+    launch_vector_tma_f16(tma, s, grid, stream);
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    launch_vector_tma_bf16(tma, s, grid, stream);
+  } else {
+    throw Error(ErrorKind::Internal, "[heed::attention] no TMA vector kernel for float32");
+  }
+  check_launch("heed::attention", route.plan.kernel_name.c_str());
+}
+
 template <typename T>
 void run_typed(const VectorArgs& args, const plan::CudaRoute& route, cudaStream_t stream) {
   const plan::CudaVectorShape& s = route.vector;
@@ -665,7 +688,9 @@ void run_typed(const VectorArgs& args, const plan::CudaRoute& route, cudaStream_
   a.ring_items = s.ring_items;
   const dim3 grid(static_cast<unsigned>(s.partitions * s.row_tiles), static_cast<unsigned>(a.g.kv_heads),
                   static_cast<unsigned>(a.g.batch));
-  {
+  if (s.tma) {
+    run_tma<T>(a, route, grid, stream);
+  } else {
     LaunchRecord record(route.plan.kernel_name.c_str(), grid.x, grid.y, grid.z, stream);
     if (s.tensor_cores) {
       if constexpr (std::is_same_v<T, __half>) {
@@ -680,7 +705,7 @@ void run_typed(const VectorArgs& args, const plan::CudaRoute& route, cudaStream_
     }
     check_launch("heed::attention", route.plan.kernel_name.c_str());
   }
-  if (s.partitions > 1) {
+  if (s.partitions > 1 && !s.fused_merge) {
     const auto column_blocks = (a.g.value_dim + kMergeColumns - 1) / kMergeColumns;
     const dim3 merge_grid(static_cast<unsigned>(s.rows * column_blocks), grid.y, grid.z);
     LaunchRecord record(route.merge_kernel_name.c_str(), merge_grid.x, merge_grid.y, merge_grid.z, stream);

@@ -92,6 +92,35 @@ inline constexpr int kVectorMaxWaves = 8;
 // and only adds partials to merge.
 inline constexpr std::int64_t kVectorMmaMinKeysPerPartition = kVectorMmaWarps * kVectorMmaKeysPerTile;
 
+// The TMA vector kernel (cuda/vector_tma.cuh): the tensor-core kernel's products and tiles, its
+// K and V items copied by TMA (cp.async.bulk.tensor, lane 0 of each warp) into the per-warp
+// ring, completing on one mbarrier per slot. Served on a 9.0 device (a build with sm_90a code)
+// for float16 / bfloat16 where D = Dv is a class below, rows are 16-byte chunks and k's and v's
+// strides are positive (what a tensor map describes). Ring items as for the tensor-core kernel.
+inline constexpr int kVectorTmaHeadClasses[] = {64, 128, 256};
+// A box of a K or V item: 64 columns (one 128-byte swizzle row) × 16 keys.
+inline constexpr int kVectorTmaBoxColumns = 64;
+// The swizzle's 1024-byte atoms: the kernel aligns its dynamic shared memory, the plan adds this.
+inline constexpr std::int64_t kVectorTmaAlignBytes = 1024;
+// Static shared memory of the kernel (one mbarrier per ring slot of each warp, its rows' bounds,
+// the warps' max and sum), an upper bound the kernel asserts.
+inline constexpr std::int64_t kVectorTmaStaticSharedBytes = 2048;
+// Blocks per SM the ring is sized for: 2, as the cp.async kernel (not yet measured here).
+inline constexpr int kVectorTmaBlocksPerSm = 2;
+// Blocks per SM that the kernel's registers allow, by head class and row tile (8 or 16 rows):
+// nvcc 13.0 -Xptxas -v, sm_90a, bfloat16, without spills: 86 / 114 registers at class 64,
+// 108 / 150 at 128, 128 / 215 at 256, so 65536 / (128 threads × registers) blocks. The
+// kernel's __launch_bounds__ keeps it there; the planner sizes no more blocks than this.
+constexpr int vector_tma_register_blocks(int head_class, int row_tile) {
+  if (head_class <= 64) return row_tile <= 8 ? 5 : 4;
+  if (head_class <= 128) return row_tile <= 8 ? 4 : 3;
+  return row_tile <= 8 ? 4 : 2;
+}
+// The last block of a (batch, key head, row tile) group merges its partitions' partials (an
+// atomic count of arrivals in scratch, zeroed before the launch) instead of a second launch.
+// (Not yet measured against the launch.)
+inline constexpr bool kVectorTmaFusedMerge = true;
+
 // Tensor cores from this many query rows per key head (group × Lq) up; below it the CUDA-core
 // kernel. scripts/gpu-check on the H200, 2026-11-30 (commit 2f86d6d), bfloat16, D 128, the
 // same run's A/B variants, back to back: 4 rows (32/8 heads) B 16 × 8k 3.34 TB/s on CUDA cores

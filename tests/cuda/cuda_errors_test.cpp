@@ -25,6 +25,17 @@ bool have_gpu() {
 #define REQUIRE_GPU() \
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device: the gpu tests need one"
 
+// Whether 16-bit decode plans the TMA vector kernel here: a 9.0 device and sm_90a code.
+bool tma_device() {
+#if defined(HEED_CUDA_SM90A)
+  cudaDeviceProp prop{};
+  cuda_ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  return prop.major == 9 && prop.minor == 0;
+#else
+  return false;
+#endif
+}
+
 ErrorKind kind_of_call(const std::function<void()>& call, std::string* message = nullptr) {
   try {
     call();
@@ -143,7 +154,8 @@ TEST(CudaErrors, DefaultDeviceIsTheGpu) {
   const AttentionPlan plan = plan_attention(Shape{1, 4, 1, 64}, Shape{1, 1, 100, 64}, Shape{1, 1, 100, 64},
                                             DType::Float16, {});
   EXPECT_EQ(plan.device, kGpu);
-  EXPECT_EQ(plan.kernel_name, "heed_cuda_vector_f16");  // 4 rows per key head: CUDA cores
+  // 4 rows per key head: the TMA kernel on a 9.0 device (a build with sm_90a code), else CUDA cores.
+  EXPECT_EQ(plan.kernel_name, tma_device() ? "heed_cuda_vector_tma_f16" : "heed_cuda_vector_f16");
 }
 
 TEST(CudaProfile, TimeModeRecordsDurations) {
@@ -155,7 +167,8 @@ TEST(CudaProfile, TimeModeRecordsDurations) {
   const std::vector<profile::Record> records = profile::records();
   profile::set_mode(profile::Mode::Off);
   ASSERT_FALSE(records.empty());
-  EXPECT_EQ(records[0].key.rfind("heed_cuda_vector_bf16 [", 0), 0u) << records[0].key;
+  EXPECT_EQ(records[0].key.rfind(tma_device() ? "heed_cuda_vector_tma_bf16 [" : "heed_cuda_vector_bf16 [", 0), 0u)
+      << records[0].key;
   for (const profile::Record& r : records) EXPECT_GT(r.seconds, 0.0) << r.key;
 }
 
