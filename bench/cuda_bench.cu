@@ -7,9 +7,9 @@
 // Decode cases are then timed again in variants of the planned vector route, one JSON object
 // each with "variant_of" (the A/B table of torch_cuda_compare.py; --no-variants skips them):
 // the plan itself, the plan before the TMA kernel, the other kernels, twice and half the
-// partitions, half the ring, 1-4 blocks per SM, the fused merge or its launch (timed without
-// heed::attention's checks, so "planned" against the case's own line is the cost of those
-// checks in a single call). Prefill cases are timed again
+// partitions, half the ring, 1-4 blocks per SM (timed without heed::attention's checks, so
+// "planned" against the case's own line is the cost of those checks in a single call).
+// Prefill cases are timed again
 // on each tiled kernel (mma.sync and, on a 9.0 device, wgmma: the HEED_CUDA_TILED switch). The
 // variants are planned by the same planner (plan_cuda with a device description or tuning) and
 // run through the backend's own entry, so only the one choice differs.
@@ -170,30 +170,25 @@ struct Variant {
   double partitions;   // times the planned count (0: planned)
   double ring;         // times the planned ring items (0: planned)
   int blocks_per_sm;   // tensor-core kernels: the ring sized for this many blocks per SM (0: planned)
-  heed::plan::CudaVectorTuning::Merge merge;
 };
-using Merge = heed::plan::CudaVectorTuning::Merge;
 constexpr Variant kVariants[] = {
-    {"planned", false, false, false, 0, 0, 0, Merge::Planned},  // the plan itself, through the same entry
-    {"pre_tma", false, false, true, 0, 0, 0, Merge::Planned},
-    {"cuda_cores", true, false, false, 0, 0, 0, Merge::Planned},
-    {"mma_cp_async", false, true, false, 0, 0, 0, Merge::Planned},
-    {"partitions_x2", false, false, false, 2.0, 0, 0, Merge::Planned},
-    {"partitions_half", false, false, false, 0.5, 0, 0, Merge::Planned},
-    {"ring_half", false, false, false, 0, 0.5, 0, Merge::Planned},
-    {"blocks_1", false, false, false, 0, 0, 1, Merge::Planned},
-    {"blocks_2", false, false, false, 0, 0, 2, Merge::Planned},
-    {"blocks_3", false, false, false, 0, 0, 3, Merge::Planned},
-    {"blocks_4", false, false, false, 0, 0, 4, Merge::Planned},
-    {"merge_fused", false, false, false, 0, 0, 0, Merge::Fused},
-    {"merge_launch", false, false, false, 0, 0, 0, Merge::Launch},
+    {"planned", false, false, false, 0, 0, 0},  // the plan itself, through the same entry as the others
+    {"pre_tma", false, false, true, 0, 0, 0},
+    {"cuda_cores", true, false, false, 0, 0, 0},
+    {"mma_cp_async", false, true, false, 0, 0, 0},
+    {"partitions_x2", false, false, false, 2.0, 0, 0},
+    {"partitions_half", false, false, false, 0.5, 0, 0},
+    {"ring_half", false, false, false, 0, 0.5, 0},
+    {"blocks_1", false, false, false, 0, 0, 1},
+    {"blocks_2", false, false, false, 0, 0, 2},
+    {"blocks_3", false, false, false, 0, 0, 3},
+    {"blocks_4", false, false, false, 0, 0, 4},
 };
 
 // Whether two plans of the vector route launch the same thing.
 bool same_launch(const heed::plan::CudaRoute& a, const heed::plan::CudaRoute& b) {
   return a.plan.kernel_name == b.plan.kernel_name && a.vector.partitions == b.vector.partitions &&
-         a.vector.ring_items == b.vector.ring_items && a.vector.blocks_per_sm == b.vector.blocks_per_sm &&
-         a.vector.fused_merge == b.vector.fused_merge;
+         a.vector.ring_items == b.vector.ring_items && a.vector.blocks_per_sm == b.vector.blocks_per_sm;
 }
 
 // Times the decode case's variants of the planned vector route (single calls and back to back);
@@ -221,7 +216,6 @@ void time_variants(const char* name, const heed::TensorView& q, const heed::Tens
       tuning.ring_items = std::max(2, static_cast<int>(planned.vector.ring_items * variant.ring));
     }
     tuning.blocks_per_sm = variant.blocks_per_sm;
-    tuning.merge = variant.merge;
     const plan::CudaRoute route = plan::plan_cuda(problem, described, tuning);
     if (!std::holds_alternative<route::Vector>(route.plan.kernel)) continue;
     bool repeated = false;
@@ -235,11 +229,11 @@ void time_variants(const char* name, const heed::TensorView& q, const heed::Tens
       for (int i = 0; i < kBatch; ++i) call();
     }, 1, std::max(reps / 3, 3)) / kBatch;
     std::printf("{\"variant_of\": \"%s\", \"variant\": \"%s\", \"kernel\": \"%s\", \"partitions\": %lld, "
-                "\"ring_items\": %d, \"blocks_per_sm\": %d, \"fused_merge\": %s, \"ms\": %.5f, \"tbytes\": %.4f, "
-                "\"batched_ms\": %.5f, \"batched_tbytes\": %.4f}\n",
+                "\"ring_items\": %d, \"blocks_per_sm\": %d, \"ms\": %.5f, \"tbytes\": %.4f, \"batched_ms\": %.5f, "
+                "\"batched_tbytes\": %.4f}\n",
                 name, variant.name, route.plan.kernel_name.c_str(), static_cast<long long>(route.vector.partitions),
-                route.vector.ring_items, route.vector.blocks_per_sm, route.vector.fused_merge ? "true" : "false", ms,
-                bytes / (ms * 1e-3) / 1e12, batched_ms, bytes / (batched_ms * 1e-3) / 1e12);
+                route.vector.ring_items, route.vector.blocks_per_sm, ms, bytes / (ms * 1e-3) / 1e12, batched_ms,
+                bytes / (batched_ms * 1e-3) / 1e12);
     std::fflush(stdout);
   }
 }

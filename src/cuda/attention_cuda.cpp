@@ -113,7 +113,6 @@ void run_attention(const TensorView& q, const TensorView& k, const TensorView& v
     a.partitions = s.partitions;
     a.keys_per_partition = s.keys_per_partition;
     a.partials = route.partials.at<float>(scratch.data());
-    if (route.vector.fused_merge) a.arrivals = route.arrivals.at<unsigned>(scratch.data());
     run_vector(a, route, stream);
   } else if (std::holds_alternative<route::Tiled>(route.plan.kernel)) {
     TiledArgs a;

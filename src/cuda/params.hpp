@@ -57,7 +57,6 @@ struct VectorArgs : CallArgs {
   std::int64_t span_begin = 0, span_end = 0;
   std::int64_t partitions = 1, keys_per_partition = 0;
   float* partials = nullptr;  // [B][Hkv][rows][partitions][Dv + 2] when partitions > 1
-  unsigned* arrivals = nullptr;  // fused merge: [B][Hkv][row tiles] counters, zeroed before the launch
   // The tensor-core kernel only (cuda/vector_mma.cuh):
   int row_tile = 8;    // query rows per block: 8 or 16
   int k_steps = 0;     // ceil(D / 32): 32-element steps of a K row

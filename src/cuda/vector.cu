@@ -656,14 +656,10 @@ void launch_merge(const VectorArgs& a, const plan::CudaRoute& route, dim3 grid, 
   check(cudaLaunchKernelEx(&config, vector_merge_kernel<T>, a), "heed::attention", route.merge_kernel_name.c_str());
 }
 
-// The TMA kernel on `stream`: its tensor maps, the fused merge's counters zeroed first.
+// The TMA kernel on `stream`, with its tensor maps.
 template <typename T>
 void run_tma(const VectorArgs& a, const plan::CudaRoute& route, dim3 grid, cudaStream_t stream) {
   const plan::CudaVectorShape& s = route.vector;
-  if (s.fused_merge) {
-    check(cudaMemsetAsync(a.arrivals, 0, route.arrivals.slice_bytes, stream), "heed::attention",
-          "cudaMemsetAsync (arrivals)");
-  }
   VectorTmaArgs tma;
   static_cast<VectorArgs&>(tma) = a;
   make_vector_tma_maps(tma, s);
@@ -705,7 +701,7 @@ void run_typed(const VectorArgs& args, const plan::CudaRoute& route, cudaStream_
     }
     check_launch("heed::attention", route.plan.kernel_name.c_str());
   }
-  if (s.partitions > 1 && !s.fused_merge) {
+  if (s.partitions > 1) {
     const auto column_blocks = (a.g.value_dim + kMergeColumns - 1) / kMergeColumns;
     const dim3 merge_grid(static_cast<unsigned>(s.rows * column_blocks), grid.y, grid.z);
     LaunchRecord record(route.merge_kernel_name.c_str(), merge_grid.x, merge_grid.y, merge_grid.z, stream);

@@ -13,8 +13,8 @@
 // so without bank conflicts.
 //
 // Keys past the visible span read as zeros (the maps' key dimension ends there); keys of a
-// tile past the block's range are masked. With a fused merge, the last block of a (batch, key
-// head, row tile) group to finish (an atomic count of arrivals) merges the group's partials.
+// tile past the block's range are masked. Partitions' partials are merged by the cp.async
+// kernel's merge pass (cuda/vector.cu), launched programmatically dependent.
 
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -55,7 +55,6 @@ struct StaticShared {
   RowInfo rows[kMaxRows];
   float warp_m[kWarps][kMaxRows];
   float warp_l[kWarps][kMaxRows];
-  int last;  // fused merge: this block arrived last in its group
 };
 static_assert(sizeof(StaticShared) <= plan::cuda::kVectorTmaStaticSharedBytes);
 
@@ -223,40 +222,14 @@ __device__ __forceinline__ void consume_values(unsigned item, const FragmentAddr
   }
 }
 
-// The fused merge: the group's partitions' partials (max, sum, output) of the tile's rows,
-// merged exactly and written out. Read through L2 (other blocks wrote them).
-template <typename T>
-__device__ void merge_group(const VectorArgs& a, const StaticShared& sh, std::int64_t b, std::int64_t kv_head,
-                            std::int64_t row0, int tile_rows) {
-  const int dv = static_cast<int>(a.g.value_dim);
-  const std::int64_t parts = a.partitions;
-  for (int index = threadIdx.x; index < tile_rows * dv; index += kThreads) {
-    const int r = index / dv, d = index % dv;
-    const float* slots = a.partials + ((b * a.g.kv_heads + kv_head) * a.rows + row0 + r) * parts * (dv + 2);
-    float m_all = -INFINITY;
-    for (std::int64_t part = 0; part < parts; ++part) m_all = fmaxf(m_all, __ldcg(slots + part * (dv + 2)));
-    float l_all = 0.0f, o = 0.0f;
-    if (m_all != -INFINITY) {
-#pragma unroll 4
-      for (std::int64_t part = 0; part < parts; ++part) {
-        const float* slot = slots + part * (dv + 2);
-        const float weight = exp2f(__ldcg(slot) - m_all);
-        l_all += __ldcg(slot + 1) * weight;
-        o += __ldcg(slot + 2 + d) * weight;
-      }
-    }
-    const RowInfo& info = sh.rows[r];
-    if (info.valid) write_row<T>(a, b, info.head, info.position, d, m_all, l_all, o);
-  }
-}
-
 // Resident blocks per SM the register budget is cut for (ptxas, sm_90a): see cuda_tables.hpp.
 template <int kClass, int NT>
 constexpr int kMinBlocks = plan::cuda::vector_tma_register_blocks(kClass, NT * 8);
 
 // NT: n-tiles of 8 query rows (the plan's row tile / 8).
 template <typename T, int kClass, int NT>
-__global__ void __launch_bounds__(kThreads, kMinBlocks<kClass, NT>) vector_tma_kernel(const __grid_constant__ VectorTmaArgs a) {
+__global__ void __launch_bounds__(kThreads, kMinBlocks<kClass, NT>)
+    vector_tma_kernel(const __grid_constant__ VectorTmaArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int kBoxes = kClass / kBoxColumns;
   constexpr unsigned kItemBytes = kBoxes * kBoxBytes;
@@ -267,7 +240,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kClass, NT>) vector_tma_k
 
   // The merge pass may launch now; it waits for this grid's completion before reading.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-  const Geometry& g = a.g;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int gid = lane >> 2, tq = lane & 3;
   const std::int64_t b = blockIdx.z, kv_head = blockIdx.y;
@@ -450,21 +422,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kClass, NT>) vector_tma_k
       }
     }
     store_block_row<T>(a, b, kv_head, part, row0 + r, sh.rows[r], d, m_all, l_all, o);
-  }
-
-  if (a.arrivals != nullptr) {
-    // Release this block's partials, count its arrival; the last of the group merges them all.
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      const unsigned arrived = atomicAdd(a.arrivals + (b * g.kv_heads + kv_head) * a.row_tiles + tile, 1u);
-      sh.last = arrived + 1 == static_cast<unsigned>(a.partitions);
-    }
-    __syncthreads();
-    if (sh.last) {
-      __threadfence();
-      merge_group<T>(a, sh, b, kv_head, row0, tile_rows);
-    }
   }
 #else
   __trap();  // planned on 9.0 devices only

@@ -36,7 +36,8 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_function() {
 // 16 bytes).
 CUtensorMap key_map(const void* data, CUtensorMapDataType type, const Geometry& g, std::int64_t columns,
                     std::int64_t keys, const Strides4& strides, const char* name) {
-  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(columns), static_cast<cuuint64_t>(std::max<std::int64_t>(keys, 1)),
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(columns),
+                              static_cast<cuuint64_t>(std::max<std::int64_t>(keys, 1)),
                               static_cast<cuuint64_t>(g.kv_heads), static_cast<cuuint64_t>(g.batch)};
   cuuint64_t byte_strides[3];
   cuuint64_t packed = static_cast<cuuint64_t>(columns) * 2;
@@ -73,7 +74,8 @@ void make_vector_tma_maps(VectorTmaArgs& args, const plan::CudaVectorShape& shap
     default: throw Error(ErrorKind::Internal, "[heed::attention] TMA vector kernel: float16 and bfloat16 only");
   }
   if (!args.wide_loads) {
-    throw Error(ErrorKind::Internal, "[heed::attention] TMA vector kernel planned for rows that are not 16-byte chunks");
+    throw Error(ErrorKind::Internal,
+                "[heed::attention] TMA vector kernel planned for rows that are not 16-byte chunks");
   }
   // Keys past the visible span (the last tile of the last partition) read as zeros.
   args.k_map = key_map(args.k, type, args.g, args.g.head_dim, shape.span_end, args.k_strides, "k");

@@ -117,7 +117,8 @@ void fit_mma_rows(VectorFit& fit, const Problem& p) {
 
 // The tensor-core kernel's class, row tile and shared-memory ring (cuda/vector_mma.cuh);
 // nullopt where no class holds the head sizes or no ring fits the device.
-std::optional<VectorFit> fit_vector_mma(const Problem& p, const CudaDeviceInfo& device, const CudaVectorTuning& tuning) {
+std::optional<VectorFit> fit_vector_mma(const Problem& p, const CudaDeviceInfo& device,
+                                        const CudaVectorTuning& tuning) {
   VectorFit fit;
   CudaVectorShape& s = fit.shape;
   s.tensor_cores = true;
@@ -132,7 +133,8 @@ std::optional<VectorFit> fit_vector_mma(const Problem& p, const CudaDeviceInfo& 
   }
   if (s.head_class == 0) return std::nullopt;
   fit_mma_rows(fit, p);
-  if (!fit_ring(s, device, tuning.blocks_per_sm > 0 ? tuning.blocks_per_sm : kVectorMmaBlocksPerSm)) return std::nullopt;
+  const int blocks = tuning.blocks_per_sm > 0 ? tuning.blocks_per_sm : kVectorMmaBlocksPerSm;
+  if (!fit_ring(s, device, blocks)) return std::nullopt;
   return fit;
 }
 
@@ -145,8 +147,12 @@ std::string tma_why_not(const Problem& p, const CudaDeviceInfo& device) {
   if (!device.wgmma_built) return "this build has no sm_90a code (HEED_CUDA_ARCHS without 90a)";
   if (p.dtype != DType::Float16 && p.dtype != DType::BFloat16) return "the TMA kernel takes float16 and bfloat16";
   bool served = false;
-  for (int head_class : kVectorTmaHeadClasses) served = served || (p.head_dim == head_class && p.value_dim == head_class);
-  if (!served) return format("the TMA kernel serves D = Dv = 64, 128 or 256, not D {} / Dv {}", p.head_dim, p.value_dim);
+  for (int head_class : kVectorTmaHeadClasses) {
+    served = served || (p.head_dim == head_class && p.value_dim == head_class);
+  }
+  if (!served) {
+    return format("the TMA kernel serves D = Dv = 64, 128 or 256, not D {} / Dv {}", p.head_dim, p.value_dim);
+  }
   if (!p.rows_wide || !p.kv_strides_positive) {
     return "the TMA kernel's tensor maps need contiguous 16-byte rows and positive strides of k and v";
   }
@@ -155,7 +161,8 @@ std::string tma_why_not(const Problem& p, const CudaDeviceInfo& device) {
 }
 
 // The TMA kernel (cuda/vector_tma.cuh): the tensor-core kernel's tiles, a ring of TMA copies.
-std::optional<VectorFit> fit_vector_tma(const Problem& p, const CudaDeviceInfo& device, const CudaVectorTuning& tuning) {
+std::optional<VectorFit> fit_vector_tma(const Problem& p, const CudaDeviceInfo& device,
+                                        const CudaVectorTuning& tuning) {
   VectorFit fit;
   CudaVectorShape& s = fit.shape;
   s.tensor_cores = true;
@@ -309,11 +316,8 @@ void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, 
   if (s.tma) s.keys_per_partition = ceil_div(s.keys_per_partition, kVectorMmaKeysPerTile) * kVectorMmaKeysPerTile;
   s.partitions = std::max<std::int64_t>(1, ceil_div(span, s.keys_per_partition));
   const int passes = s.partitions > 1 ? 2 : 1;
-  s.fused_merge = passes == 2 && s.tma &&
-                  (tuning.merge == CudaVectorTuning::Merge::Fused ||
-                   (tuning.merge == CudaVectorTuning::Merge::Planned && kVectorTmaFusedMerge));
-  s.dependent_merge = passes == 2 && !s.fused_merge && device.major >= 9;
-  r.plan.kernel = route::Vector{passes, s.partitions, s.fused_merge ? 1 : passes};
+  s.dependent_merge = passes == 2 && device.major >= 9;
+  r.plan.kernel = route::Vector{passes, s.partitions, passes};
   r.plan.kernel_name = kernel_name(s.tma ? "vector_tma" : s.tensor_cores ? "vector_mma" : "vector", p.dtype);
   r.merge_kernel_name = kernel_name("vector_merge", p.dtype);
   if (s.tensor_cores) {
@@ -354,19 +358,11 @@ void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, 
                              s.partitions, s.keys_per_partition, groups, kVectorBlocksPerSm, device.sm_count, span,
                              p.window ? " in the window" : "", kVectorMinKeysPerPartition));
   }
-  if (tuning.partitions > 0 || tuning.ring_items > 0 || tuning.blocks_per_sm > 0 ||
-      tuning.merge != CudaVectorTuning::Merge::Planned) {
-    reasons.push_back(format("tuned by the caller: {} partition(s), {} ring item(s), {} block(s) per SM asked{}",
-                             tuning.partitions, tuning.ring_items, tuning.blocks_per_sm,
-                             tuning.merge == CudaVectorTuning::Merge::Fused    ? ", the fused merge"
-                             : tuning.merge == CudaVectorTuning::Merge::Launch ? ", the merge launch"
-                                                                               : ""));
+  if (tuning.partitions > 0 || tuning.ring_items > 0 || tuning.blocks_per_sm > 0) {
+    reasons.push_back(format("tuned by the caller: {} partition(s), {} ring item(s), {} block(s) per SM asked",
+                             tuning.partitions, tuning.ring_items, tuning.blocks_per_sm));
   }
-  if (s.fused_merge) {
-    reasons.push_back("two passes in one launch: partial max, sum and output per partition; the last block of each "
-                      "(batch, key head, row tile) group to finish (arrival counters in scratch, zeroed before the "
-                      "launch) merges the group's partials exactly");
-  } else if (passes == 2) {
+  if (passes == 2) {
     reasons.push_back(format("two passes: partial max, sum and output per partition, merged exactly by {}{}",
                              r.merge_kernel_name,
                              s.dependent_merge ? " (launched programmatically dependent: its blocks wait on the "
@@ -380,11 +376,6 @@ void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, 
     const std::int64_t slots_count = checked_mul(checked_mul(p.batch * p.kv_heads, s.rows, kOp, "partials"),
                                                  s.partitions, kOp, "partials");
     r.partials = layout.add("partials", float_bytes(slots_count, p.value_dim + 2, "partials"));
-  }
-  if (s.fused_merge) {
-    r.arrivals = layout.add("arrivals", static_cast<std::size_t>(checked_mul(
-                                            checked_mul(p.batch * p.kv_heads, s.row_tiles, kOp, "arrivals"), 4,
-                                            kOp, "arrivals")));
   }
   r.plan.buffers = layout.buffers();
   r.plan.scratch_bytes = layout.total_bytes();
@@ -531,7 +522,7 @@ CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device, const CudaVe
     r.plan.buffers.clear();
     r.plan.scratch_bytes = 0;
     r.plan.max_intermediate_bytes = 0;
-    r.partials = r.arrivals = r.q_packed = r.k_packed = r.v_packed = r.scores = r.out_rows = Region{};
+    r.partials = r.q_packed = r.k_packed = r.v_packed = r.scores = r.out_rows = Region{};
     reasons.push_back("empty output: nothing runs and no scratch is held");
   }
   reasons.push_back(format("workers: {} thread blocks of the main launch", r.plan.workers));

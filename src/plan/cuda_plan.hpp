@@ -58,7 +58,6 @@ struct CudaVectorShape {
   int blocks_per_sm = 0;     // resident blocks per SM (shared memory)
   std::int64_t shared_bytes = 0;  // dynamic shared memory per block
   bool dependent_merge = false;   // merge launched programmatically dependent (sm_90+)
-  bool fused_merge = false;       // TMA kernel: the last block of a group merges (no second launch)
 };
 
 // The composed route's steps: for each block of `rows` query positions and head of the group,
@@ -98,7 +97,6 @@ struct CudaRoute {
   CudaComposedShape composed;
   CudaTiledShape tiled;
   Region partials;                      // vector, two passes: [B][Hkv][rows][partitions][Dv + 2]
-  Region arrivals;                      // vector, fused merge: [B][Hkv][row tiles] counters
   Region q_packed, k_packed, v_packed;  // composed
   Region scores, out_rows;              // composed, one step
 };
@@ -111,7 +109,6 @@ struct CudaVectorTuning {
   std::int64_t partitions = 0;  // key partitions (at most one per visible key)
   int ring_items = 0;           // tensor-core kernel: ring items per warp, 2 up to the planned count
   int blocks_per_sm = 0;        // tensor-core kernels: the ring sized for this many blocks per SM
-  enum class Merge { Planned, Fused, Launch } merge = Merge::Planned;  // TMA kernel's merge
 };
 CudaRoute plan_cuda(const Problem& problem, const CudaDeviceInfo& device, const CudaVectorTuning& tuning);
 

@@ -1,8 +1,8 @@
 // The vector route's tuned variants (the benchmark's A/B lines) against the float64 oracle:
-// the merge in the kernel's last block or in its own launch, rings of two items, one to four
-// blocks per SM and tuned partition counts, planned by plan_cuda and run through the backend's
-// entry point. On a 9.0 device they run the TMA kernel, elsewhere the cp.async kernels. Label
-// `gpu`: registered only when heed is built with CUDA.
+// rings of two items, one to four blocks per SM and tuned partition counts, planned by
+// plan_cuda and run through the backend's entry point. On a 9.0 device they run the TMA
+// kernel, elsewhere the cp.async kernels. Label `gpu`: registered only when heed is built with
+// CUDA.
 
 #include <gtest/gtest.h>
 
@@ -22,19 +22,16 @@
 namespace heed::test {
 namespace {
 
-using Merge = plan::CudaVectorTuning::Merge;
-
 bool have_gpu() {
   int count = 0;
   return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
 }
 
-plan::CudaVectorTuning tuned(std::int64_t partitions, int ring_items, int blocks_per_sm, Merge merge) {
+plan::CudaVectorTuning tuned(std::int64_t partitions, int ring_items, int blocks_per_sm) {
   plan::CudaVectorTuning tuning;
   tuning.partitions = partitions;
   tuning.ring_items = ring_items;
   tuning.blocks_per_sm = blocks_per_sm;
-  tuning.merge = merge;
   return tuning;
 }
 
@@ -68,7 +65,7 @@ void check_tuned(const CaseSpec& spec, const plan::CudaVectorTuning& tuning) {
 constexpr DType f16 = DType::Float16;
 constexpr DType bf16 = DType::BFloat16;
 
-TEST(CudaVectorVariants, EveryMergeRingAndBlockCountMatchesTheOracle) {
+TEST(CudaVectorVariants, EveryRingAndBlockCountMatchesTheOracle) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device: the gpu tests need one";
   const CaseSpec cases[] = {
       Make("tma_bf16_32x8_d128", 1, 32, 8, 1, 6000, 128, 128, bf16),
@@ -76,9 +73,7 @@ TEST(CudaVectorVariants, EveryMergeRingAndBlockCountMatchesTheOracle) {
       Make("tma_bf16_d64_keypad", 3, 16, 4, 1, 4000, 64, 64, bf16).mask(MaskKind::KeyPadding),
   };
   const plan::CudaVectorTuning tunings[] = {
-      tuned(0, 0, 0, Merge::Fused), tuned(0, 0, 0, Merge::Launch), tuned(0, 2, 0, Merge::Fused),
-      tuned(0, 0, 1, Merge::Planned), tuned(50, 0, 4, Merge::Fused), tuned(1, 0, 0, Merge::Planned),
-      tuned(7, 2, 3, Merge::Launch),
+      tuned(0, 0, 0), tuned(0, 2, 0), tuned(0, 0, 1), tuned(50, 0, 4), tuned(1, 0, 0), tuned(7, 2, 3),
   };
   for (const CaseSpec& spec : cases) {
     for (const plan::CudaVectorTuning& tuning : tunings) {

@@ -323,30 +323,17 @@ TEST(CudaPlan, TheTmaKernelSaysWhyItDoesNotServe) {
   EXPECT_NE(why(plan::plan_cuda(strided, h200_tma())).find("16-byte rows"), std::string::npos);
 }
 
-TEST(CudaPlan, TheFusedMergeCountsArrivalsInScratch) {
-  const plan::CudaRoute fused = plan_on(h200_tma(), 1, 32, 8, 32768, 128, DType::BFloat16);
-  ASSERT_TRUE(fused.vector.fused_merge) << fused.plan.explain();
-  EXPECT_FALSE(fused.vector.dependent_merge);
-  const auto& kernel = std::get<route::Vector>(fused.plan.kernel);
-  EXPECT_EQ(kernel.passes, 2);      // partials merged...
-  EXPECT_EQ(kernel.dispatches, 1);  // ...in the same launch
-  ASSERT_EQ(fused.plan.buffers.size(), 2u);
-  EXPECT_EQ(fused.plan.buffers[0].name, "partials");
-  EXPECT_EQ(fused.plan.buffers[0].bytes, 8u * 4 * 33 * 130 * 4);
-  EXPECT_EQ(fused.plan.buffers[1].name, "arrivals");
-  EXPECT_GE(fused.plan.buffers[1].bytes, 8u * 4);  // one counter per (batch, key head, row tile), rounded up
-  EXPECT_LE(fused.plan.buffers[1].bytes, 4096u);
-  // The merge launch instead: no counters, programmatically dependent.
-  const plan::CudaRoute launched =
-      plan_on(h200_tma(), 1, 32, 8, 32768, 128, DType::BFloat16, {0, 0, 0, plan::CudaVectorTuning::Merge::Launch});
-  EXPECT_FALSE(launched.vector.fused_merge);
-  EXPECT_TRUE(launched.vector.dependent_merge);
-  EXPECT_EQ(std::get<route::Vector>(launched.plan.kernel).dispatches, 2);
-  EXPECT_EQ(launched.plan.buffers.size(), 1u);
-  // One partition: nothing to merge, no scratch.
+TEST(CudaPlan, TheTmaKernelsPartitionsMergeInADependentLaunch) {
+  const plan::CudaRoute r = plan_on(h200_tma(), 1, 32, 8, 32768, 128, DType::BFloat16);
+  EXPECT_TRUE(r.vector.dependent_merge);
+  EXPECT_EQ(std::get<route::Vector>(r.plan.kernel).passes, 2);
+  EXPECT_EQ(r.merge_kernel_name, "heed_cuda_vector_merge_bf16");
+  EXPECT_EQ(r.plan.scratch_bytes, 8u * 4 * 33 * 130 * 4);  // partials of 33 partitions
+  // One partition: nothing to merge, no scratch; B 64 x 8 key heads run one partition each.
   const plan::CudaRoute single = plan_on(h200_tma(), 1, 32, 8, 32768, 128, DType::BFloat16, {1});
-  EXPECT_FALSE(single.vector.fused_merge);
+  EXPECT_EQ(std::get<route::Vector>(single.plan.kernel).passes, 1);
   EXPECT_EQ(single.plan.scratch_bytes, 0u);
+  EXPECT_EQ(plan_on(h200_tma(), 64, 32, 8, 4096, 128, DType::BFloat16).vector.partitions, 1);
 }
 
 TEST(CudaPlan, IsPure) {
