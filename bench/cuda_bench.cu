@@ -6,11 +6,12 @@
 // pairs; prefill: 4·B·Hq·Lq·Lk·D, halved for causal, as FlashAttention counts).
 // Decode cases are then timed again in variants of the planned vector route, one JSON object
 // each with "variant_of" (the A/B table of torch_cuda_compare.py; --no-variants skips them):
-// the plan itself, the other kernel (CUDA cores or tensor cores), twice and half the
-// partitions, half the ring (timed without heed::attention's checks, so "planned" against the
-// case's own line is the cost of those checks in a single call). Prefill cases are timed again
-// in variants (time_tiled_variants: the plan, each tiled kernel, ping-pong, schedule, entries).
-// The variants are planned by the same planner (plan_cuda with a device description or tuning) and
+// the plan itself, the plan before the TMA kernel, the other kernels, twice and half the
+// partitions, half the ring, 1-4 blocks per SM (timed without heed::attention's checks, so
+// "planned" against the case's own line is the cost of those checks in a single call).
+// Prefill cases are timed again in variants (time_tiled_variants: the plan, each tiled kernel,
+// ping-pong, schedule, entries). The variants are planned by the same planner (plan_cuda with
+// a device description or tuning) and
 // run through the backend's own entry, so only the one choice differs.
 
 #include <cublas_v2.h>
@@ -164,21 +165,35 @@ double visible_pairs(const Case& c) {
 
 struct Variant {
   const char* name;
-  bool cuda_cores;         // plan as with HEED_CUDA_VECTOR=fma
-  bool tensor_cores;       // plan as with HEED_CUDA_VECTOR=mma
-  double partitions;       // times the planned count (0: planned)
-  double ring;             // times the planned ring items (0: planned)
+  bool cuda_cores;     // plan as with HEED_CUDA_VECTOR=fma
+  bool mma_cp_async;   // plan as with HEED_CUDA_VECTOR=mma: the cp.async tensor-core kernel
+  bool pre_tma;        // plan as before the TMA kernel (the cp.async kernels, chosen by rows)
+  double partitions;   // times the planned count (0: planned)
+  double ring;         // times the planned ring items (0: planned)
+  int blocks_per_sm;   // tensor-core kernels: the ring sized for this many blocks per SM (0: planned)
 };
 constexpr Variant kVariants[] = {
-    {"planned", false, false, 0, 0},  // the plan itself, through the same entry as the others
-    {"cuda_cores", true, false, 0, 0},
-    {"tensor_cores", false, true, 0, 0},
-    {"partitions_x2", false, false, 2.0, 0},
-    {"partitions_half", false, false, 0.5, 0},
-    {"ring_half", false, false, 0, 0.5},
+    {"planned", false, false, false, 0, 0, 0},  // the plan itself, through the same entry as the others
+    {"pre_tma", false, false, true, 0, 0, 0},
+    {"cuda_cores", true, false, false, 0, 0, 0},
+    {"mma_cp_async", false, true, false, 0, 0, 0},
+    {"partitions_x2", false, false, false, 2.0, 0, 0},
+    {"partitions_half", false, false, false, 0.5, 0, 0},
+    {"ring_half", false, false, false, 0, 0.5, 0},
+    {"blocks_1", false, false, false, 0, 0, 1},
+    {"blocks_2", false, false, false, 0, 0, 2},
+    {"blocks_3", false, false, false, 0, 0, 3},
+    {"blocks_4", false, false, false, 0, 0, 4},
 };
 
-// Times the decode case's variants of the planned route (single calls and back to back).
+// Whether two plans of the vector route launch the same thing.
+bool same_launch(const heed::plan::CudaRoute& a, const heed::plan::CudaRoute& b) {
+  return a.plan.kernel_name == b.plan.kernel_name && a.vector.partitions == b.vector.partitions &&
+         a.vector.ring_items == b.vector.ring_items && a.vector.blocks_per_sm == b.vector.blocks_per_sm;
+}
+
+// Times the decode case's variants of the planned vector route (single calls and back to back);
+// a variant that plans what the plan already is (or another variant before it) is left out.
 void time_variants(const char* name, const heed::TensorView& q, const heed::TensorView& k, const heed::TensorView& v,
                    heed::TensorView& out, float scale, const heed::AttentionOptions& options, double bytes, int reps) {
   using namespace heed;
@@ -186,13 +201,12 @@ void time_variants(const char* name, const heed::TensorView& q, const heed::Tens
   const plan::CudaDeviceInfo& device = cuda::device_info(q.device, "heed_cuda_bench");
   const plan::CudaRoute planned = plan::plan_cuda(problem, device);
   if (!std::holds_alternative<route::Vector>(planned.plan.kernel)) return;
+  std::vector<plan::CudaRoute> timed;
   for (const Variant& variant : kVariants) {
     plan::CudaDeviceInfo described = device;
     described.vector_fma = variant.cuda_cores;
-    described.vector_mma = variant.tensor_cores;
-    // A variant that plans what the plan already is adds nothing.
-    if (variant.cuda_cores && !planned.vector.tensor_cores) continue;
-    if (variant.tensor_cores && planned.vector.tensor_cores) continue;
+    described.vector_mma = variant.mma_cp_async;
+    described.vector_no_tma = variant.pre_tma;
     plan::CudaVectorTuning tuning;
     if (variant.partitions > 0) {
       tuning.partitions =
@@ -201,9 +215,14 @@ void time_variants(const char* name, const heed::TensorView& q, const heed::Tens
     if (variant.ring > 0) {
       if (!planned.vector.tensor_cores) continue;
       tuning.ring_items = std::max(2, static_cast<int>(planned.vector.ring_items * variant.ring));
-      if (tuning.ring_items == planned.vector.ring_items) continue;
     }
+    tuning.blocks_per_sm = variant.blocks_per_sm;
     const plan::CudaRoute route = plan::plan_cuda(problem, described, tuning);
+    if (!std::holds_alternative<route::Vector>(route.plan.kernel)) continue;
+    bool repeated = false;
+    for (const plan::CudaRoute& other : timed) repeated = repeated || same_launch(other, route);
+    if (repeated) continue;
+    timed.push_back(route);
     const auto call = [&] { cuda::run_attention(q, k, v, out, scale, options, route, nullptr); };
     const double ms = median_ms(call, 3, reps);
     constexpr int kBatch = 10;
@@ -211,9 +230,10 @@ void time_variants(const char* name, const heed::TensorView& q, const heed::Tens
       for (int i = 0; i < kBatch; ++i) call();
     }, 1, std::max(reps / 3, 3)) / kBatch;
     std::printf("{\"variant_of\": \"%s\", \"variant\": \"%s\", \"kernel\": \"%s\", \"partitions\": %lld, "
-                "\"ring_items\": %d, \"ms\": %.5f, \"tbytes\": %.4f, \"batched_ms\": %.5f, \"batched_tbytes\": %.4f}\n",
+                "\"ring_items\": %d, \"blocks_per_sm\": %d, \"ms\": %.5f, \"tbytes\": %.4f, \"batched_ms\": %.5f, "
+                "\"batched_tbytes\": %.4f}\n",
                 name, variant.name, route.plan.kernel_name.c_str(), static_cast<long long>(route.vector.partitions),
-                route.vector.ring_items, ms, bytes / (ms * 1e-3) / 1e12, batched_ms,
+                route.vector.ring_items, route.vector.blocks_per_sm, ms, bytes / (ms * 1e-3) / 1e12, batched_ms,
                 bytes / (batched_ms * 1e-3) / 1e12);
     std::fflush(stdout);
   }

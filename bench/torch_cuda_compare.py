@@ -165,7 +165,7 @@ def print_variants(variants):
     if not variants:
         return
     print("\nheed decode variants (same run, same entry point; vs planned = planned b2b ms / variant b2b ms)")
-    header = (f"{'case':27} {'variant':16} {'kernel':26} {'parts':>5} {'ring':>4} {'ms':>8} {'TB/s':>6} "
+    header = (f"{'case':27} {'variant':16} {'kernel':26} {'parts':>5} {'ring':>4} {'blk':>3} {'ms':>8} {'TB/s':>6} "
               f"{'b2b TB/s':>8} {'vs planned':>10}")
     print(header)
     print("-" * len(header))
@@ -174,7 +174,8 @@ def print_variants(variants):
         base = planned.get(v["variant_of"])
         ratio = f"{base['batched_ms'] / v['batched_ms']:9.2f}x" if base else "n/a"
         ring = str(v["ring_items"]) if v["ring_items"] else "-"
-        print(f"{v['variant_of']:27} {v['variant']:16} {v['kernel']:26} {v['partitions']:5d} {ring:>4} "
+        blocks = str(v.get("blocks_per_sm") or "-")
+        print(f"{v['variant_of']:27} {v['variant']:16} {v['kernel']:26} {v['partitions']:5d} {ring:>4} {blocks:>3} "
               f"{v['ms']:8.4f} {v['tbytes']:6.2f} {v['batched_tbytes']:8.2f} {ratio:>10}")
 
 

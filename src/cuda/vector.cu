@@ -16,6 +16,7 @@
 #include "cuda/vector.hpp"
 #include "cuda/vector_common.cuh"
 #include "cuda/vector_mma.hpp"
+#include "cuda/vector_tma.hpp"
 #include "heed/error.hpp"
 #include "plan/cuda_tables.hpp"
 
@@ -655,6 +656,24 @@ void launch_merge(const VectorArgs& a, const plan::CudaRoute& route, dim3 grid, 
   check(cudaLaunchKernelEx(&config, vector_merge_kernel<T>, a), "heed::attention", route.merge_kernel_name.c_str());
 }
 
+// The TMA kernel on `stream`, with its tensor maps.
+template <typename T>
+void run_tma(const VectorArgs& a, const plan::CudaRoute& route, dim3 grid, cudaStream_t stream) {
+  const plan::CudaVectorShape& s = route.vector;
+  VectorTmaArgs tma;
+  static_cast<VectorArgs&>(tma) = a;
+  make_vector_tma_maps(tma, s);
+  LaunchRecord record(route.plan.kernel_name.c_str(), grid.x, grid.y, grid.z, stream);
+  if constexpr (std::is_same_v<T, __half>) {
+    launch_vector_tma_f16(tma, s, grid, stream);
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    launch_vector_tma_bf16(tma, s, grid, stream);
+  } else {
+    throw Error(ErrorKind::Internal, "[heed::attention] no TMA vector kernel for float32");
+  }
+  check_launch("heed::attention", route.plan.kernel_name.c_str());
+}
+
 template <typename T>
 void run_typed(const VectorArgs& args, const plan::CudaRoute& route, cudaStream_t stream) {
   const plan::CudaVectorShape& s = route.vector;
@@ -665,7 +684,9 @@ void run_typed(const VectorArgs& args, const plan::CudaRoute& route, cudaStream_
   a.ring_items = s.ring_items;
   const dim3 grid(static_cast<unsigned>(s.partitions * s.row_tiles), static_cast<unsigned>(a.g.kv_heads),
                   static_cast<unsigned>(a.g.batch));
-  {
+  if (s.tma) {
+    run_tma<T>(a, route, grid, stream);
+  } else {
     LaunchRecord record(route.plan.kernel_name.c_str(), grid.x, grid.y, grid.z, stream);
     if (s.tensor_cores) {
       if constexpr (std::is_same_v<T, __half>) {

@@ -75,9 +75,50 @@ VectorFit fit_vector_fma(const Problem& p) {
   return fit;
 }
 
+// Dynamic shared memory of a tensor-core kernel block: the ring and q, or the warps' partial
+// outputs after the key loop, whichever is larger; the TMA kernel aligns it to the swizzle.
+std::int64_t mma_shared_bytes(const CudaVectorShape& s, int ring_items) {
+  const std::int64_t ring = std::int64_t{ring_items} * kVectorMmaWarps * vector_mma_item_bytes(s.head_class);
+  return std::max(ring + vector_mma_q_bytes(s.head_class), vector_mma_epilogue_bytes(s.head_class)) +
+         (s.tma ? kVectorTmaAlignBytes : 0);
+}
+
+// The ring of a tensor-core kernel: as many items (at most kVectorMmaMaxRingItems) as fit the
+// block's share of the SM at `blocks` blocks per SM, trying fewer blocks down to one; false
+// where not even kVectorMmaMinRingItems fit.
+bool fit_ring(CudaVectorShape& s, const CudaDeviceInfo& device, int blocks) {
+  const std::int64_t kernel_static = s.tma ? kVectorTmaStaticSharedBytes : kVectorMmaStaticSharedBytes;
+  const auto static_bytes = static_cast<std::int64_t>(device.reserved_shared_per_block) + kernel_static;
+  const std::int64_t item = kVectorMmaWarps * vector_mma_item_bytes(s.head_class);
+  const std::int64_t beside_ring = vector_mma_q_bytes(s.head_class) + (s.tma ? kVectorTmaAlignBytes : 0);
+  for (; blocks >= 1; --blocks) {
+    const std::int64_t budget = std::min(static_cast<std::int64_t>(device.shared_per_sm) / blocks - static_bytes,
+                                         static_cast<std::int64_t>(device.shared_per_block) - kernel_static);
+    const std::int64_t items = std::min<std::int64_t>(kVectorMmaMaxRingItems, (budget - beside_ring) / item);
+    if (items >= kVectorMmaMinRingItems && mma_shared_bytes(s, static_cast<int>(items)) <= budget) {
+      s.ring_items = static_cast<int>(items);
+      s.blocks_per_sm = blocks;
+      s.shared_bytes = mma_shared_bytes(s, s.ring_items);
+      return true;
+    }
+  }
+  return false;
+}
+
+// Rows, row tile and scores in flight of a tensor-core kernel.
+void fit_mma_rows(VectorFit& fit, const Problem& p) {
+  CudaVectorShape& s = fit.shape;
+  s.rows = p.group() * p.q_len;
+  s.row_tile = s.rows <= 8 ? 8 : vector_mma_max_row_tile(s.head_class);
+  s.row_tiles = std::max<std::int64_t>(1, ceil_div(s.rows, s.row_tile));
+  fit.intermediate = float_bytes(std::min<std::int64_t>(std::max<std::int64_t>(s.rows, 1), s.row_tile),
+                                 kVectorMmaWarps * kVectorMmaKeysPerTile, "scores in flight");
+}
+
 // The tensor-core kernel's class, row tile and shared-memory ring (cuda/vector_mma.cuh);
 // nullopt where no class holds the head sizes or no ring fits the device.
-std::optional<VectorFit> fit_vector_mma(const Problem& p, const CudaDeviceInfo& device) {
+std::optional<VectorFit> fit_vector_mma(const Problem& p, const CudaDeviceInfo& device,
+                                        const CudaVectorTuning& tuning) {
   VectorFit fit;
   CudaVectorShape& s = fit.shape;
   s.tensor_cores = true;
@@ -91,35 +132,58 @@ std::optional<VectorFit> fit_vector_mma(const Problem& p, const CudaDeviceInfo& 
     }
   }
   if (s.head_class == 0) return std::nullopt;
-  s.rows = p.group() * p.q_len;
-  s.row_tile = s.rows <= 8 ? 8 : vector_mma_max_row_tile(s.head_class);
-  s.row_tiles = std::max<std::int64_t>(1, ceil_div(s.rows, s.row_tile));
-  const auto static_bytes = static_cast<std::int64_t>(device.reserved_shared_per_block) + kVectorMmaStaticSharedBytes;
-  const std::int64_t item = kVectorMmaWarps * vector_mma_item_bytes(s.head_class);
-  const std::int64_t q_bytes = vector_mma_q_bytes(s.head_class);
-  for (int blocks = kVectorMmaBlocksPerSm; blocks >= 1 && s.ring_items == 0; --blocks) {
-    const std::int64_t budget =
-        std::min(static_cast<std::int64_t>(device.shared_per_sm) / blocks - static_bytes,
-                 static_cast<std::int64_t>(device.shared_per_block) - kVectorMmaStaticSharedBytes);
-    const std::int64_t items = std::min<std::int64_t>(kVectorMmaMaxRingItems, (budget - q_bytes) / item);
-    if (items >= kVectorMmaMinRingItems &&
-        std::max(items * item + q_bytes, vector_mma_epilogue_bytes(s.head_class)) <= budget) {
-      s.ring_items = static_cast<int>(items);
-      s.blocks_per_sm = blocks;
-      s.shared_bytes = std::max(items * item + q_bytes, vector_mma_epilogue_bytes(s.head_class));
-    }
-  }
-  if (s.ring_items == 0) return std::nullopt;
-  fit.intermediate = float_bytes(std::min<std::int64_t>(std::max<std::int64_t>(s.rows, 1), s.row_tile),
-                                 kVectorMmaWarps * kVectorMmaKeysPerTile, "scores in flight");
+  fit_mma_rows(fit, p);
+  const int blocks = tuning.blocks_per_sm > 0 ? tuning.blocks_per_sm : kVectorMmaBlocksPerSm;
+  if (!fit_ring(s, device, blocks)) return std::nullopt;
   return fit;
 }
 
-// The vector kernel for the problem: tensor cores for float16 / bfloat16 (unless HEED_CUDA_VECTOR
-// = fma, or the cap is below its scores in flight), else the CUDA-core kernel; nullopt when the
-// head sizes exceed both or the cap is below the scores in flight of every candidate.
-std::optional<VectorFit> fit_vector(const Problem& p, const CudaDeviceInfo& device, std::size_t& min_cap,
-                                    std::string& why_not) {
+// Why the TMA kernel cannot serve `p` on `device`, or empty when it can.
+std::string tma_why_not(const Problem& p, const CudaDeviceInfo& device) {
+  if (device.major != 9 || device.minor != 0) {
+    return format("the TMA kernel runs on compute capability 9.0 only (this device: {}.{})", device.major,
+                  device.minor);
+  }
+  if (!device.wgmma_built) return "this build has no sm_90a code (HEED_CUDA_ARCHS without 90a)";
+  if (p.dtype != DType::Float16 && p.dtype != DType::BFloat16) return "the TMA kernel takes float16 and bfloat16";
+  bool served = false;
+  for (int head_class : kVectorTmaHeadClasses) {
+    served = served || (p.head_dim == head_class && p.value_dim == head_class);
+  }
+  if (!served) {
+    return format("the TMA kernel serves D = Dv = 64, 128 or 256, not D {} / Dv {}", p.head_dim, p.value_dim);
+  }
+  if (!p.rows_wide || !p.kv_strides_positive) {
+    return "the TMA kernel's tensor maps need contiguous 16-byte rows and positive strides of k and v";
+  }
+  if (p.kv_len >= (std::int64_t{1} << 31)) return "the TMA kernel's key coordinates are 32-bit";
+  return {};
+}
+
+// The TMA kernel (cuda/vector_tma.cuh): the tensor-core kernel's tiles, a ring of TMA copies.
+std::optional<VectorFit> fit_vector_tma(const Problem& p, const CudaDeviceInfo& device,
+                                        const CudaVectorTuning& tuning) {
+  VectorFit fit;
+  CudaVectorShape& s = fit.shape;
+  s.tensor_cores = true;
+  s.tma = true;
+  s.elems_per_chunk = kVectorLoadBytes / static_cast<int>(size_of(p.dtype));
+  s.head_class = static_cast<int>(p.head_dim);
+  s.k_steps = static_cast<int>(p.head_dim / 32);
+  s.v_steps = static_cast<int>(p.value_dim / 64);
+  fit_mma_rows(fit, p);
+  const int blocks = std::min(tuning.blocks_per_sm > 0 ? tuning.blocks_per_sm : kVectorTmaBlocksPerSm,
+                              vector_tma_register_blocks(s.head_class, s.row_tile));
+  if (!fit_ring(s, device, blocks)) return std::nullopt;
+  return fit;
+}
+
+// The vector kernel for the problem: the TMA kernel where it serves (`tma_why` says why not),
+// else tensor cores for float16 / bfloat16 (unless HEED_CUDA_VECTOR = fma, too few rows, or the
+// cap is below its scores in flight), else the CUDA-core kernel; nullopt when the head sizes
+// exceed them all or the cap is below the scores in flight of every candidate.
+std::optional<VectorFit> fit_vector(const Problem& p, const CudaDeviceInfo& device, const CudaVectorTuning& tuning,
+                                    std::size_t& min_cap, std::string& why_not, std::string& tma_why) {
   const VectorFit fma = fit_vector_fma(p);
   min_cap = fma.intermediate;
   if (p.head_dim > kVectorMaxHeadDim || p.value_dim > kVectorMaxHeadDim) {
@@ -137,9 +201,21 @@ std::optional<VectorFit> fit_vector(const Problem& p, const CudaDeviceInfo& devi
                                      : std::numeric_limits<std::size_t>::max();
   const std::int64_t rows = p.group() * p.q_len, groups = p.batch * p.kv_heads;
   const bool few_groups = rows >= kVectorMmaFewGroupRows && groups * kVectorMmaFewGroupsFactor <= device.sm_count;
+  tma_why = device.vector_fma || device.vector_mma || device.vector_no_tma
+                ? std::string("HEED_CUDA_VECTOR (or the caller's device description) asks for the cp.async kernels")
+                : tma_why_not(p, device);
+  if (tma_why.empty()) {
+    if (const auto tma = fit_vector_tma(p, device, tuning)) {
+      min_cap = std::min(min_cap, tma->intermediate);
+      if (tma->intermediate <= cap) return tma;
+      tma_why = "the cap is below its scores in flight";
+    } else {
+      tma_why = "no ring of two items fits the device's shared memory";
+    }
+  }
   const bool enough_rows = device.vector_mma || rows >= kVectorMmaMinRows || few_groups;
   if (p.dtype != DType::Float32 && !device.vector_fma && enough_rows && p.head_dim > 0) {
-    if (const auto mma = fit_vector_mma(p, device)) {
+    if (const auto mma = fit_vector_mma(p, device, tuning)) {
       min_cap = std::min(min_cap, mma->intermediate);
       if (mma->intermediate <= cap) return mma;
     }
@@ -219,7 +295,7 @@ std::int64_t mma_partitions(std::int64_t groups, std::int64_t span, std::int64_t
 }
 
 void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, const VectorFit& fit,
-                  const CudaVectorTuning& tuning) {
+                  const CudaVectorTuning& tuning, const std::string& tma_why) {
   auto& reasons = r.plan.reasons;
   CudaVectorShape& s = r.vector;
   s = fit.shape;
@@ -245,16 +321,16 @@ void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, 
   if (tuning.partitions > 0) s.partitions = std::min(tuning.partitions, std::max<std::int64_t>(span, 1));
   if (tuning.ring_items > 0 && s.tensor_cores) {
     s.ring_items = std::clamp(tuning.ring_items, kVectorMmaMinRingItems, s.ring_items);
-    s.shared_bytes = std::max(s.ring_items * kVectorMmaWarps * vector_mma_item_bytes(s.head_class) +
-                                  vector_mma_q_bytes(s.head_class),
-                              vector_mma_epilogue_bytes(s.head_class));
+    s.shared_bytes = mma_shared_bytes(s, s.ring_items);
   }
   s.keys_per_partition = std::max<std::int64_t>(ceil_div(span, s.partitions), 1);
+  // TMA: whole 16-key tiles per partition, so that only the span's last tile reads past it.
+  if (s.tma) s.keys_per_partition = ceil_div(s.keys_per_partition, kVectorMmaKeysPerTile) * kVectorMmaKeysPerTile;
   s.partitions = std::max<std::int64_t>(1, ceil_div(span, s.keys_per_partition));
   const int passes = s.partitions > 1 ? 2 : 1;
   s.dependent_merge = passes == 2 && device.major >= 9;
   r.plan.kernel = route::Vector{passes, s.partitions, passes};
-  r.plan.kernel_name = kernel_name(s.tensor_cores ? "vector_mma" : "vector", p.dtype);
+  r.plan.kernel_name = kernel_name(s.tma ? "vector_tma" : s.tensor_cores ? "vector_mma" : "vector", p.dtype);
   r.merge_kernel_name = kernel_name("vector_merge", p.dtype);
   if (s.tensor_cores) {
     reasons.push_back(format("vector kernel: tensor cores (mma.sync m16n8k16, {} in, float32 accumulate), keys as M "
@@ -262,6 +338,11 @@ void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, 
                              "(D {} in {} steps of 32, Dv {} in {} steps of 64)",
                              short_name(p.dtype), s.rows, s.row_tiles, s.row_tile, s.head_class, p.head_dim,
                              s.k_steps, p.value_dim, s.v_steps));
+    reasons.push_back(s.tma ? format("loads: TMA (cp.async.bulk.tensor, 64-column x 16-key boxes, 128-byte swizzle) "
+                                     "by lane 0 of each warp into its ring, one mbarrier per slot; this 9.0 device "
+                                     "and the call's contiguous 16-byte rows allow it")
+                            : format("loads: per-lane cp.async of each lane's fragments ({})",
+                                     tma_why.empty() ? std::string("the TMA kernel does not serve") : tma_why));
     reasons.push_back(format("ring: {} items of 16 keys (K or V) per warp x {} warps, {} bytes of shared memory per "
                              "block, {} block(s) per SM ({} bytes per SM)",
                              s.ring_items, kVectorMmaWarps, s.shared_bytes, s.blocks_per_sm, device.shared_per_sm));
@@ -283,14 +364,15 @@ void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, 
                                  : std::string("the cap or head size rules out the tensor-core kernel"),
                              s.lanes_per_key,
                              s.chunks_per_lane, s.elems_per_chunk, s.rows, s.row_tiles, s.row_tile));
+    if (!tma_why.empty() && p.dtype != DType::Float32) reasons.push_back("no TMA kernel: " + tma_why);
     reasons.push_back(format("key partitions: {} of {} keys ({} (batch x key head x row tile) groups for {} x {} "
                              "SMs; {} keys visible{}, >= {} keys per partition)",
                              s.partitions, s.keys_per_partition, groups, kVectorBlocksPerSm, device.sm_count, span,
                              p.window ? " in the window" : "", kVectorMinKeysPerPartition));
   }
-  if (tuning.partitions > 0 || tuning.ring_items > 0) {
-    reasons.push_back(format("tuned by the caller: {} partition(s) asked, {} ring item(s) asked", tuning.partitions,
-                             tuning.ring_items));
+  if (tuning.partitions > 0 || tuning.ring_items > 0 || tuning.blocks_per_sm > 0) {
+    reasons.push_back(format("tuned by the caller: {} partition(s), {} ring item(s), {} block(s) per SM asked",
+                             tuning.partitions, tuning.ring_items, tuning.blocks_per_sm));
   }
   if (passes == 2) {
     reasons.push_back(format("two passes: partial max, sum and output per partition, merged exactly by {}{}",
@@ -365,8 +447,8 @@ CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device, const CudaVe
   reasons.push_back(describe(p, format(" on cuda:{} ({}, {} SMs)", device.index, device.name, device.sm_count)));
 
   std::size_t vector_min = 0, composed_min = 0;
-  std::string vector_why;
-  const auto vector = fit_vector(p, device, vector_min, vector_why);
+  std::string vector_why, tma_why;
+  const auto vector = fit_vector(p, device, tuning, vector_min, vector_why, tma_why);
   const auto composed = fit_composed(p, composed_min);
   std::size_t tiled_min = 0;
   std::string tiled_why;
@@ -436,7 +518,7 @@ CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device, const CudaVe
     build_cuda_tiled(r, p, *tiled);
   } else if (use_vector) {
     r.plan.max_intermediate_bytes = vector->intermediate;
-    build_vector(r, p, device, *vector, tuning);
+    build_vector(r, p, device, *vector, tuning, tma_why);
   } else {
     r.plan.max_intermediate_bytes = composed->intermediate;
     build_composed(r, p, *composed);

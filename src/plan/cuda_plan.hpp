@@ -27,6 +27,9 @@ struct CudaDeviceInfo {
   // HEED_CUDA_VECTOR=mma: the tensor-core vector kernel at any row count (the other side of
   // the A/B switch; by default it serves groups of kVectorMmaMinRows rows and more).
   bool vector_mma = false;
+  // Plan the vector route as before the TMA kernel (the cp.async kernels only, chosen by rows):
+  // the bench's A/B line of the earlier choice.
+  bool vector_no_tma = false;
   // HEED_CUDA_TILED=mma|wgmma (read once per process): force the tiled route's mma.sync kernel,
   // or the Hopper (wgmma) kernel where it serves; by default the Hopper kernel on 9.0.
   enum class TiledKernel { Auto, Mma, Wgmma } tiled_kernel = TiledKernel::Auto;
@@ -37,6 +40,7 @@ struct CudaDeviceInfo {
 // The vector (decode) kernel's launch: grid [partitions × row_tiles, Hkv, B].
 struct CudaVectorShape {
   bool tensor_cores = false;  // the mma kernel (float16 / bfloat16), else the CUDA-core one
+  bool tma = false;           // tensor cores, K and V copied by TMA (cuda/vector_tma.cuh)
   int elems_per_chunk = 8;   // elements of one 16-byte load
   int lanes_per_key = 32;    // lanes that share one key row (a power of two <= 32)
   int chunks_per_lane = 1;   // 16-byte chunks of a row each lane holds
@@ -109,6 +113,7 @@ CudaRoute plan_cuda(const Problem& problem, const CudaDeviceInfo& device);
 struct CudaVectorTuning {
   std::int64_t partitions = 0;  // key partitions (at most one per visible key)
   int ring_items = 0;           // tensor-core kernel: ring items per warp, 2 up to the planned count
+  int blocks_per_sm = 0;        // tensor-core kernels: the ring sized for this many blocks per SM
 };
 CudaRoute plan_cuda(const Problem& problem, const CudaDeviceInfo& device, const CudaVectorTuning& tuning);
 

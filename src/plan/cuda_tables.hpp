@@ -92,6 +92,46 @@ inline constexpr int kVectorMaxWaves = 8;
 // and only adds partials to merge.
 inline constexpr std::int64_t kVectorMmaMinKeysPerPartition = kVectorMmaWarps * kVectorMmaKeysPerTile;
 
+// The TMA vector kernel (cuda/vector_tma.cuh): the tensor-core kernel's products and tiles, its
+// K and V items copied by TMA (cp.async.bulk.tensor, lane 0 of each warp) into the per-warp
+// ring, completing on one mbarrier per slot. Served on a 9.0 device (a build with sm_90a code)
+// for float16 / bfloat16 where D = Dv is a class below, rows are 16-byte chunks and k's and v's
+// strides are positive (what a tensor map describes), at every group size: scripts/gpu-check on
+// the H200, 2026-11-30 (commit b94ab62), bfloat16, the same run's A/B lines, back to back, with
+// the merge launch: B 16 × 8k (4 rows) 3.72 TB/s against 3.33 for the earlier choice (CUDA
+// cores) and 2.77 for the cp.async tensor-core kernel; B 64 × 4k 3.99 against 3.77 and 3.04;
+// B 1 × 32k 3.03 against 2.32 (cp.async tensor cores); 16/2 heads D 256 × 131k 3.34 against
+// 2.52. Copy bandwidth 4.22 TB/s in that run.
+inline constexpr int kVectorTmaHeadClasses[] = {64, 128, 256};
+// A box of a K or V item: 64 columns (one 128-byte swizzle row) × 16 keys.
+inline constexpr int kVectorTmaBoxColumns = 64;
+// The swizzle's 1024-byte atoms: the kernel aligns its dynamic shared memory, the plan adds this.
+inline constexpr std::int64_t kVectorTmaAlignBytes = 1024;
+// Static shared memory of the kernel (one mbarrier per ring slot of each warp, its rows' bounds,
+// the warps' max and sum), an upper bound the kernel asserts.
+inline constexpr std::int64_t kVectorTmaStaticSharedBytes = 2048;
+// Blocks per SM the ring is sized for (as many ring items as fit, up to 12): 2. The same run's
+// lines at 1, 3 and 4 blocks (partitions re-planned for each) stayed within a few percent on
+// the many-group cases (B 16 × 8k 3.71 / 3.67 / 3.73 against 3.67; B 64 × 4k 3.64 / 3.86 /
+// 4.09 against 3.99, where 4 blocks fill one wave of 512), but those lines (and the B 1 ones)
+// merged their partitions in the kernel (the fused merge below, costly at many partitions),
+// so the count is not separated from it. Half the ring at 2 blocks: within 2.5% everywhere.
+inline constexpr int kVectorTmaBlocksPerSm = 2;
+// Blocks per SM that the kernel's registers allow, by head class and row tile (8 or 16 rows):
+// nvcc 13.0 -Xptxas -v, sm_90a, bfloat16, without spills: 75 / 108 registers at class 64,
+// 106 / 143 at 128, 124 / 213 at 256, so 65536 / (128 threads × registers) blocks. The
+// kernel's __launch_bounds__ keeps it there; the planner sizes no more blocks than this.
+constexpr int vector_tma_register_blocks(int head_class, int row_tile) {
+  if (head_class <= 64) return row_tile <= 8 ? 5 : 4;
+  if (head_class <= 128) return row_tile <= 8 ? 4 : 3;
+  return row_tile <= 8 ? 4 : 2;
+}
+// Its partials are merged by the merge launch (programmatically dependent). A merge in the
+// kernel itself (the last block of a group to finish, counted by atomics in scratch zeroed
+// before the launch, merging the group's partitions) measured 2.37 TB/s at B 1 × 32k (33
+// partitions) and 0.98 at D 256 × 131k (131) against 3.03 and 3.34 with the launch, in the
+// same run: each thread of that block walked the partitions one L2 round trip after another.
+
 // Tensor cores from this many query rows per key head (group × Lq) up; below it the CUDA-core
 // kernel. scripts/gpu-check on the H200, 2026-11-30 (commit 2f86d6d), bfloat16, D 128, the
 // same run's A/B variants, back to back: 4 rows (32/8 heads) B 16 × 8k 3.34 TB/s on CUDA cores

@@ -277,6 +277,16 @@ std::vector<CaseSpec> cuda_cases() {
       Make("gpu_mma_f16_bool4d_causal_split", 2, 8, 2, 3, 2500, 96, 64, f16).mask(MK::Bool4D).causal().masked_rows(),
       Make("gpu_mma_f16_large_logits", 1, 8, 1, 1, 3000, 128, 128, f16).scale(1.0),
       Make("gpu_mma_bf16_bool_expanded_rows12", 3, 16, 4, 3, 2000, 64, 64, bf16).mask(MK::BoolExpanded).masked_rows(),
+      // The TMA kernel (a 9.0 device; elsewhere the kernels above): many partitions, fully
+      // masked partitions and rows, keys ending inside a tile (read past the span as zeros),
+      // per-row causal ends over two n-tiles, windows with sinks at D 256.
+      Make("gpu_decode_tma_bf16_32x8_d128_many_partitions", 1, 32, 8, 1, 20000, 128, 128, bf16),
+      Make("gpu_decode_tma_f16_d64_keypad_many_partitions", 3, 16, 4, 1, 9000, 64, 64, f16)
+          .mask(MK::KeyPadding)
+          .masked_rows(),
+      Make("gpu_decode_tma_bf16_d128_keys_1037", 2, 8, 2, 1, 1037, 128, 128, bf16),
+      Make("gpu_decode_tma_f16_d128_causal_rows9", 1, 12, 4, 3, 3333, 128, 128, f16).causal(),
+      Make("gpu_decode_tma_bf16_d256_rows16_window_sinks", 1, 32, 2, 1, 7000, 256, 256, bf16).window(2500).sinks(bf16),
       Make("gpu_composed_prefill_bf16", 2, 8, 2, 130, 300, 128, 128, bf16).causal(),
       Make("gpu_composed_prefill_f16_blocks", 1, 4, 4, 200, 400, 64, 64, f16).cap(400 * 4 * 30),
       Make("gpu_composed_d0", 1, 2, 2, 20, 30, 0, 16, f32).scale(1.0),

@@ -280,6 +280,81 @@ TEST(CudaPlan, BatchFoldsWhereTheBatchStrideIsHeadsTimesTheHeadStride) {
   EXPECT_TRUE(folds({1024, 256, 16, 1}));   // padded heads, still one stride per (b, h)
 }
 
+// An H200 with a build that holds sm_90a code: the TMA vector kernel serves.
+plan::CudaDeviceInfo h200_tma() {
+  plan::CudaDeviceInfo info = h200();
+  info.wgmma_built = true;
+  return info;
+}
+
+plan::CudaRoute plan_on(const plan::CudaDeviceInfo& device, std::int64_t batch, std::int64_t q_heads,
+                        std::int64_t kv_heads, std::int64_t kv_len, std::int64_t head_dim, DType dtype,
+                        const plan::CudaVectorTuning& tuning = {}) {
+  const Shape q{batch, q_heads, 1, head_dim}, k{batch, kv_heads, kv_len, head_dim};
+  return plan::plan_cuda(plan::validate_problem(q, k, k, dtype, dtype, dtype, {}), device, tuning);
+}
+
+TEST(CudaPlan, TheTmaKernelServesHalvesOfClassSizesOnHopper) {
+  // The four decode targets of issue 4: every group size on the TMA kernel, 2 blocks per SM.
+  const plan::CudaRoute b1 = plan_on(h200_tma(), 1, 32, 8, 32768, 128, DType::BFloat16);
+  EXPECT_EQ(b1.plan.kernel_name, "heed_cuda_vector_tma_bf16");
+  EXPECT_TRUE(b1.vector.tma);
+  EXPECT_TRUE(b1.vector.tensor_cores);
+  EXPECT_EQ(b1.vector.head_class, 128);
+  EXPECT_EQ(b1.vector.row_tile, 8);
+  EXPECT_EQ(b1.vector.blocks_per_sm, 2);
+  EXPECT_EQ(b1.vector.ring_items, 6);
+  EXPECT_EQ(b1.vector.shared_bytes, 6 * 4 * 4096 + 2 * 4 * 512 + 1024);  // ring, q, the swizzle's alignment
+  // 8 groups over 264 slots: 33 partitions of 1008 keys (whole 16-key tiles), one wave.
+  EXPECT_EQ(b1.vector.keys_per_partition, 1008);
+  EXPECT_EQ(b1.vector.partitions, 33);
+  EXPECT_NE(b1.plan.explain().find("loads: TMA"), std::string::npos) << b1.plan.explain();
+  EXPECT_EQ(plan_on(h200_tma(), 16, 32, 8, 8192, 128, DType::BFloat16).plan.kernel_name, "heed_cuda_vector_tma_bf16");
+  EXPECT_EQ(plan_on(h200_tma(), 64, 32, 8, 4096, 128, DType::Float16).plan.kernel_name, "heed_cuda_vector_tma_f16");
+  const plan::CudaRoute d256 = plan_on(h200_tma(), 1, 16, 2, 131072, 256, DType::BFloat16);
+  EXPECT_EQ(d256.plan.kernel_name, "heed_cuda_vector_tma_bf16");
+  EXPECT_EQ(d256.vector.ring_items, 3);
+  EXPECT_EQ(d256.vector.keys_per_partition, 1008);
+  EXPECT_EQ(d256.vector.partitions, 131);
+  // 16 rows (two n-tiles) at D 256: 215 registers, 2 blocks per SM at most.
+  EXPECT_EQ(plan_on(h200_tma(), 1, 16, 1, 4096, 256, DType::BFloat16, {0, 0, 4}).vector.blocks_per_sm, 2);
+}
+
+TEST(CudaPlan, TheTmaKernelSaysWhyItDoesNotServe) {
+  const auto why = [](const plan::CudaRoute& r) {
+    EXPECT_FALSE(r.vector.tma) << r.plan.explain();
+    return r.plan.explain();
+  };
+  EXPECT_NE(why(plan_on(h200_tma(), 1, 8, 2, 4096, 512, DType::BFloat16)).find("D = Dv = 64, 128 or 256"),
+            std::string::npos);
+  EXPECT_NE(why(plan_on(h200(), 1, 16, 2, 4096, 128, DType::BFloat16)).find("no sm_90a code"), std::string::npos);
+  EXPECT_EQ(plan_on(h200_tma(), 1, 16, 2, 4096, 128, DType::Float32).plan.kernel_name, "heed_cuda_vector_f32");
+  plan::CudaDeviceInfo a100 = h200_tma();
+  a100.major = 8;
+  EXPECT_NE(why(plan_on(a100, 1, 16, 2, 4096, 128, DType::BFloat16)).find("9.0 only"), std::string::npos);
+  plan::CudaDeviceInfo before = h200_tma();
+  before.vector_no_tma = true;  // the choice before the TMA kernel: CUDA cores for 4 rows of many groups
+  EXPECT_EQ(plan_on(before, 16, 32, 8, 8192, 128, DType::BFloat16).plan.kernel_name, "heed_cuda_vector_bf16");
+  // k rows that are not whole 16-byte chunks (a strided last dimension): the cp.async kernels.
+  const Shape q{1, 16, 1, 128}, k{1, 2, 4096, 128};
+  plan::Problem strided = plan::validate_problem(q, k, k, DType::BFloat16, DType::BFloat16, DType::BFloat16, {});
+  strided.rows_wide = false;
+  EXPECT_NE(why(plan::plan_cuda(strided, h200_tma())).find("16-byte rows"), std::string::npos);
+}
+
+TEST(CudaPlan, TheTmaKernelsPartitionsMergeInADependentLaunch) {
+  const plan::CudaRoute r = plan_on(h200_tma(), 1, 32, 8, 32768, 128, DType::BFloat16);
+  EXPECT_TRUE(r.vector.dependent_merge);
+  EXPECT_EQ(std::get<route::Vector>(r.plan.kernel).passes, 2);
+  EXPECT_EQ(r.merge_kernel_name, "heed_cuda_vector_merge_bf16");
+  EXPECT_EQ(r.plan.scratch_bytes, 8u * 4 * 33 * 130 * 4);  // partials of 33 partitions
+  // One partition: nothing to merge, no scratch; B 64 x 8 key heads run one partition each.
+  const plan::CudaRoute single = plan_on(h200_tma(), 1, 32, 8, 32768, 128, DType::BFloat16, {1});
+  EXPECT_EQ(std::get<route::Vector>(single.plan.kernel).passes, 1);
+  EXPECT_EQ(single.plan.scratch_bytes, 0u);
+  EXPECT_EQ(plan_on(h200_tma(), 64, 32, 8, 4096, 128, DType::BFloat16).vector.partitions, 1);
+}
+
 TEST(CudaPlan, IsPure) {
   const plan::CudaRoute a = plan_for(3, 12, 4, 2, 7000, 96, DType::Float16);
   const plan::CudaRoute b = plan_for(3, 12, 4, 2, 7000, 96, DType::Float16);

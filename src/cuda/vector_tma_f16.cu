@@ -1,0 +1,13 @@
+// The TMA vector kernel's float16 instantiations (one per head class and row tile).
+
+#include "cuda/vector_tma.cuh"
+#include "cuda/vector_tma.hpp"
+
+namespace heed::cuda {
+
+void launch_vector_tma_f16(const VectorTmaArgs& args, const plan::CudaVectorShape& shape, dim3 grid,
+                           cudaStream_t stream) {
+  vector_tma::launch<__half>(args, shape, grid, stream);
+}
+
+}  // namespace heed::cuda

@@ -1,0 +1,87 @@
+// The vector route's tuned variants (the benchmark's A/B lines) against the float64 oracle:
+// rings of two items, one to four blocks per SM and tuned partition counts, planned by
+// plan_cuda and run through the backend's entry point. On a 9.0 device they run the TMA
+// kernel, elsewhere the cp.async kernels. Label `gpu`: registered only when heed is built with
+// CUDA.
+
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <variant>
+
+#include "cuda/device_tensor.hpp"
+#include "cuda/runtime.hpp"
+#include "heed/heed.hpp"
+#include "plan/cuda_plan.hpp"
+#include "plan/planner.hpp"
+#include "support/case_builder.hpp"
+#include "support/problem.hpp"
+
+namespace heed::test {
+namespace {
+
+bool have_gpu() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+plan::CudaVectorTuning tuned(std::int64_t partitions, int ring_items, int blocks_per_sm) {
+  plan::CudaVectorTuning tuning;
+  tuning.partitions = partitions;
+  tuning.ring_items = ring_items;
+  tuning.blocks_per_sm = blocks_per_sm;
+  return tuning;
+}
+
+// Plans `spec` with `tuning`, runs it on device copies (output poisoned) and compares.
+void check_tuned(const CaseSpec& spec, const plan::CudaVectorTuning& tuning) {
+  const auto problem = make_problem(spec);
+  problem->out().poison();
+  DeviceTensor q(problem->q()), k(problem->k()), v(problem->v()), out(problem->out());
+  AttentionOptions options = problem->options();
+  std::unique_ptr<DeviceTensor> mask, sinks;
+  if (options.mask) {
+    mask = std::make_unique<DeviceTensor>(*options.mask);
+    options.mask = mask->view();
+  }
+  if (options.sinks) {
+    sinks = std::make_unique<DeviceTensor>(*options.sinks);
+    options.sinks = sinks->view();
+  }
+  const Device gpu = Device::cuda(0);
+  const plan::Problem shapes = plan::validate_views(q.view(), k.view(), v.view(), options);
+  const plan::CudaRoute route = plan::plan_cuda(shapes, cuda::device_info(gpu, "vector_variants_test"), tuning);
+  SCOPED_TRACE(route.plan.to_json());
+  ASSERT_TRUE(std::holds_alternative<route::Vector>(route.plan.kernel));
+  if (tuning.partitions > 0) EXPECT_LE(route.vector.partitions, tuning.partitions);  // whole tiles on TMA
+  cuda::run_attention(q.view(), k.view(), v.view(), out.view(), problem->scale(), options, route, nullptr);
+  cuda_ok(cudaDeviceSynchronize(), "sync after attention");
+  std::vector<unsigned char> bytes = out.download();
+  EXPECT_TRUE(matches_reference(out.host_view(bytes), problem->reference()));
+}
+
+constexpr DType f16 = DType::Float16;
+constexpr DType bf16 = DType::BFloat16;
+
+TEST(CudaVectorVariants, EveryRingAndBlockCountMatchesTheOracle) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device: the gpu tests need one";
+  const CaseSpec cases[] = {
+      Make("tma_bf16_32x8_d128", 1, 32, 8, 1, 6000, 128, 128, bf16),
+      Make("tma_f16_d256_rows16_window_sinks", 1, 32, 2, 1, 5000, 256, 256, f16).window(3001).sinks(f16),
+      Make("tma_bf16_d64_keypad", 3, 16, 4, 1, 4000, 64, 64, bf16).mask(MaskKind::KeyPadding),
+  };
+  const plan::CudaVectorTuning tunings[] = {
+      tuned(0, 0, 0), tuned(0, 2, 0), tuned(0, 0, 1), tuned(50, 0, 4), tuned(1, 0, 0), tuned(7, 2, 3),
+  };
+  for (const CaseSpec& spec : cases) {
+    for (const plan::CudaVectorTuning& tuning : tunings) {
+      SCOPED_TRACE(spec.name);
+      check_tuned(spec, tuning);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace heed::test
