@@ -9,9 +9,9 @@
 // the plan itself, the plan before the TMA kernel, the other kernels, twice and half the
 // partitions, half the ring, 1-4 blocks per SM (timed without heed::attention's checks, so
 // "planned" against the case's own line is the cost of those checks in a single call).
-// Prefill cases are timed again in variants (time_tiled_variants: the plan, each tiled kernel,
-// ping-pong, schedule, entries). The variants are planned by the same planner (plan_cuda with
-// a device description or tuning) and
+// Prefill cases are timed again
+// on each tiled kernel (mma.sync and, on a 9.0 device, wgmma: the HEED_CUDA_TILED switch). The
+// variants are planned by the same planner (plan_cuda with a device description or tuning) and
 // run through the backend's own entry, so only the one choice differs.
 
 #include <cublas_v2.h>
@@ -29,7 +29,6 @@
 #include "heed/heed.hpp"
 #include "plan/cuda_plan.hpp"
 #include "plan/cuda_tables.hpp"
-#include "plan/cuda_tiled_plan.hpp"
 #include "plan/planner.hpp"
 
 namespace {
@@ -239,12 +238,8 @@ void time_variants(const char* name, const heed::TensorView& q, const heed::Tens
   }
 }
 
-// Times the prefill case again in variants, one JSON object each with "variant_of" and
-// "tflops": the plan itself through the backend's entry (after the composed route, so beside
-// the case's own line it shows the card's drift), both tiled kernels (planned as with
-// HEED_CUDA_TILED=mma and =wgmma), the wgmma plan with ping-pong flipped and with the other
-// schedule (a block per tile or the persistent grid), and every kHopperConfigs entry of the
-// case's D under both schedules. Same planner, same entry point.
+// Times the prefill case on both tiled kernels, planned as with HEED_CUDA_TILED=mma and =wgmma
+// (same planner, same entry point), one JSON object each with "variant_of" and "tflops".
 void time_tiled_variants(const char* name, const heed::TensorView& q, const heed::TensorView& k,
                          const heed::TensorView& v, heed::TensorView& out, float scale,
                          const heed::AttentionOptions& options, double flops, int reps) {
@@ -252,67 +247,47 @@ void time_tiled_variants(const char* name, const heed::TensorView& q, const heed
   using Kernel = plan::CudaDeviceInfo::TiledKernel;
   const plan::Problem problem = plan::validate_views(q, k, v, options);
   const plan::CudaDeviceInfo& device = cuda::device_info(q.device, "heed_cuda_bench");
-  enum class Change { None, Pingpong, Schedule };
+  // (name, kernel, pingpong flipped, kHopperConfigs entry or -1 for the plan's)
   struct TiledVariant {
     std::string name;
     Kernel kernel;
-    Change change;
-    int entry;       // kHopperConfigs entry, or -1 for the plan's
-    bool persistent;  // the entry's schedule
+    bool flip_pingpong;
+    int entry;
   };
-  std::vector<TiledVariant> list = {{"planned", device.tiled_kernel, Change::None, -1, false},
-                                    {"mma", Kernel::Mma, Change::None, -1, false},
-                                    {"wgmma", Kernel::Wgmma, Change::None, -1, false},
-                                    {"", Kernel::Wgmma, Change::Pingpong, -1, false},
-                                    {"", Kernel::Wgmma, Change::Schedule, -1, false}};
+  std::vector<TiledVariant> list = {{"mma", Kernel::Mma, false, -1}, {"wgmma", Kernel::Wgmma, false, -1},
+                                    {"", Kernel::Wgmma, true, -1}};
   for (int i = 0; i < plan::cuda::kHopperConfigCount; ++i) {
     const plan::cuda::HopperConfig& c = plan::cuda::kHopperConfigs[i];
     if (c.head_dim == problem.head_dim && c.value_dim == problem.value_dim) {
-      const std::string entry = "wgmma_n" + std::to_string(c.block_n) + "x" + std::to_string(c.consumers);
-      list.push_back({entry + "_per_tile", Kernel::Wgmma, Change::None, i, false});
-      list.push_back({entry + "_persistent", Kernel::Wgmma, Change::None, i, true});
+      list.push_back({"wgmma_n" + std::to_string(c.block_n) + "x" + std::to_string(c.consumers), Kernel::Wgmma, false, i});
     }
   }
-  const auto schedule_name = [](const plan::CudaTiledShape& s) {
-    return std::string(s.persistent ? "wgmma_persistent" : "wgmma_per_tile");
-  };
   for (const TiledVariant& variant : list) {
     plan::CudaDeviceInfo described = device;
     described.tiled_kernel = variant.kernel;
     plan::CudaRoute route = plan::plan_cuda(problem, described);
     if (!std::holds_alternative<route::Tiled>(route.plan.kernel)) return;
     std::string label = variant.name;
-    if (variant.change == Change::Pingpong) {
+    if (variant.flip_pingpong) {
       if (!route.tiled.wgmma || plan::cuda::kHopperConfigs[route.tiled.config].consumers != 2) continue;
       route.tiled.pingpong = !route.tiled.pingpong;
       label = route.tiled.pingpong ? "wgmma_pingpong" : "wgmma_no_pingpong";
     }
-    const std::int64_t tiles = route.tiled.row_blocks * problem.kv_heads * problem.batch;
-    if (variant.change == Change::Schedule) {
-      if (!route.tiled.wgmma) continue;
-      plan::schedule_hopper(route.tiled, problem, device, !route.tiled.persistent);
-      if (route.tiled.persistent && route.tiled.blocks == tiles) continue;  // one wave: the same grid
-      label = schedule_name(route.tiled);
-    }
     if (variant.entry >= 0) {
-      if (!route.tiled.wgmma) continue;
+      if (!route.tiled.wgmma || variant.entry == route.tiled.config) continue;
       const plan::cuda::HopperConfig& c = plan::cuda::kHopperConfigs[variant.entry];
       route.tiled.config = variant.entry;
       route.tiled.block_n = c.block_n;
       route.tiled.block_m = plan::cuda::hopper_block_m(c);
       route.tiled.row_blocks = (route.tiled.rows + route.tiled.block_m - 1) / route.tiled.block_m;
       route.tiled.pingpong = c.pingpong && c.consumers == 2;
-      // A persistent grid of one wave is the grid of a block per tile: timed once.
-      plan::schedule_hopper(route.tiled, problem, device, variant.persistent);
-      if (variant.persistent && route.tiled.blocks == route.tiled.row_blocks * problem.kv_heads * problem.batch) continue;
     }
     const auto call = [&] { cuda::run_attention(q, k, v, out, scale, options, route, nullptr); };
     const double first_ms = median_ms(call, 1, 1);
     const double ms = median_ms(call, 2, reps_within(first_ms, 1000, reps));
     std::printf("{\"variant_of\": \"%s\", \"variant\": \"%s\", \"kernel\": \"%s\", \"prefill\": true, "
-                "\"blocks\": %lld, \"ms\": %.5f, \"tflops\": %.2f}\n",
-                name, label.c_str(), route.plan.kernel_name.c_str(),
-                static_cast<long long>(route.tiled.wgmma ? route.tiled.blocks : 0), ms, flops / (ms * 1e-3) / 1e12);
+                "\"ms\": %.5f, \"tflops\": %.2f}\n",
+                name, label.c_str(), route.plan.kernel_name.c_str(), ms, flops / (ms * 1e-3) / 1e12);
     std::fflush(stdout);
   }
 }

@@ -154,14 +154,12 @@ def print_variants(variants):
     prefill = [v for v in variants if v.get("prefill")]
     variants = [v for v in variants if not v.get("prefill")]
     if prefill:
-        print("\nheed prefill variants (same run, same entry point; HEED_CUDA_TILED=mma / wgmma, ping-pong, "
-              "schedule, entries; blocks = the grid's)")
-        header = f"{'case':33} {'variant':26} {'kernel':28} {'blocks':>7} {'ms':>9} {'TFLOP/s':>8}"
+        print("\nheed prefill on each tiled kernel (same run, same entry point; HEED_CUDA_TILED=mma / wgmma)")
+        header = f"{'case':33} {'variant':18} {'kernel':28} {'ms':>9} {'TFLOP/s':>8}"
         print(header)
         print("-" * len(header))
         for v in prefill:
-            print(f"{v['variant_of']:33} {v['variant']:26} {v['kernel']:28} {v.get('blocks', 0):7d} {v['ms']:9.3f} "
-                  f"{v['tflops']:8.1f}")
+            print(f"{v['variant_of']:33} {v['variant']:18} {v['kernel']:28} {v['ms']:9.3f} {v['tflops']:8.1f}")
     if not variants:
         return
     print("\nheed decode variants (same run, same entry point; vs planned = planned b2b ms / variant b2b ms)")

@@ -1,6 +1,5 @@
 // The Hopper tiled route's dispatch: TMA tensor maps of K and V for the call, then the plan's
-// instantiation (src/cuda/hopper/*.cu) on grid [row_blocks, Hkv, B] or the persistent [blocks],
-// recorded by the profiler.
+// instantiation (src/cuda/hopper/*.cu) on grid [row_blocks, Hkv, B], recorded by the profiler.
 
 #include "cuda/hopper.hpp"
 
@@ -87,9 +86,8 @@ void launch_typed(int config, const HopperArgs& args, dim3 grid, cudaStream_t st
 
 void run_tiled_hopper(const TiledArgs& args, const plan::CudaRoute& route, cudaStream_t stream) {
   const plan::CudaTiledShape& s = route.tiled;
-  const dim3 grid = s.persistent ? dim3(static_cast<unsigned>(s.blocks))
-                                 : dim3(static_cast<unsigned>(s.row_blocks), static_cast<unsigned>(args.g.kv_heads),
-                                        static_cast<unsigned>(args.g.batch));
+  const dim3 grid(static_cast<unsigned>(s.row_blocks), static_cast<unsigned>(args.g.kv_heads),
+                  static_cast<unsigned>(args.g.batch));
   HopperArgs a;
   static_cast<TiledArgs&>(a) = args;
   CUtensorMapDataType type;
@@ -99,8 +97,6 @@ void run_tiled_hopper(const TiledArgs& args, const plan::CudaRoute& route, cudaS
     default: throw Error(ErrorKind::Internal, "[heed::attention] Hopper tiled route: float16 and bfloat16 only");
   }
   a.pingpong = s.pingpong;
-  a.tiles = static_cast<int>(s.row_blocks * args.g.kv_heads * args.g.batch);
-  a.grid_blocks = static_cast<int>(s.blocks);
   const int block_n = static_cast<int>(s.block_n);
   a.k_map = tensor_map(args.k, type, args.g, args.g.head_dim, args.k_strides, block_n, "k");
   a.v_map = tensor_map(args.v, type, args.g, args.g.value_dim, args.v_strides, block_n, "v");

@@ -14,11 +14,9 @@ namespace heed::cuda {
 struct HopperArgs : TiledArgs {
   CUtensorMap k_map, v_map;
   bool pingpong = true;  // the consumer warpgroups take turns to issue wgmma
-  int tiles = 0;         // row_blocks × Hkv × B (the planner keeps it within 32 bits)
-  int grid_blocks = 0;   // blocks launched: block i runs tiles i, i + grid_blocks, ...
 };
 
-// The plan's Hopper launch on `stream`: grid [row_blocks, Hkv, B], or [blocks] when persistent.
+// The plan's Hopper launch on `stream`: grid [row_blocks, Hkv, B].
 void run_tiled_hopper(const TiledArgs& args, const plan::CudaRoute& route, cudaStream_t stream);
 
 namespace hopper {

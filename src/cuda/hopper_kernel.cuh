@@ -9,9 +9,6 @@
 //   memory), the online softmax of the mma.sync kernel on the accumulators (same layout per
 //   warp), then O += P·V with P from registers and V from shared memory (transposed). S of
 //   tile j and P·V of tile j-1 run during tile j's softmax; two consumers take turns to issue.
-// - A block runs the tiles t = its index + k × the grid's blocks: one per block, or (the
-//   persistent grid) several, the producer loading the next tile's K and V while the consumers
-//   finish this one, and with two Q buffers the consumers copying the next tile's Q during it.
 // Shapes: plan/cuda_tables.hpp (kHopperConfigs), read by the planner too.
 
 #include <cuda.h>
@@ -48,8 +45,6 @@ struct Traits {
   static constexpr int kPanelColumns = 64;
   static constexpr int kQPanel = kBlockM * 128, kRingPanel = kBlockN * 128;  // K and V
   static constexpr int kKBytes = kBlockN * D * 2, kVBytes = kBlockN * Dv * 2;
-  static constexpr int kQBuffers = plan::cuda::hopper_q_buffers(kConfig);
-  static constexpr int kQBytes = static_cast<int>(plan::cuda::hopper_q_bytes(kConfig));
   static constexpr int kRingOffset = static_cast<int>(plan::cuda::hopper_ring_offset(kConfig));
   static constexpr int kStageBytes = static_cast<int>(plan::cuda::hopper_stage_bytes(kConfig));
   static constexpr int kBarrierOffset = static_cast<int>(plan::cuda::hopper_barrier_offset(kConfig));
@@ -57,7 +52,6 @@ struct Traits {
   static_assert(kStageBytes == kKBytes + kVBytes, "the planner's stage size");
   static_assert(D % kPanelColumns == 0 && Dv % kPanelColumns == 0, "whole 128-byte panels");
   static_assert(D == Dv, "the output is staged in the Q tile's rows");
-  static_assert(kQBuffers == 1 || kQBuffers == 2, "one Q buffer, or two taking turns");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && Dv <= 256, "wgmma shapes and TMA boxes");
 };
 
@@ -148,65 +142,6 @@ __device__ __forceinline__ void warpgroup_sync(int consumer) {
   }
 }
 
-// One tile of the grid: a row block of one (batch, key head), and the key tiles its rows see.
-struct TileSpan {
-  int row0 = 0, kv_head = 0, batch = 0;
-  int tile_first = 0, n_tiles = 0;  // key tiles of block_n keys
-  // Key tiles inner_first .. inner_first + inner_count - 1 (counted from tile_first) are inner:
-  // every row of the block sees every key of them. The others are edges, masked per score.
-  int inner_first = 0, inner_count = 0;
-  // Whether key tile `step` is an edge, in one unsigned comparison (below inner_first wraps).
-  __device__ __forceinline__ bool edge(int step) const {
-    return static_cast<unsigned>(step - inner_first) >= static_cast<unsigned>(inner_count);
-  }
-};
-
-// Tile t of the row_blocks × Hkv × B tiles: row block t % row_blocks counted from the last
-// (under causal masking the longest first), key head (t / row_blocks) % Hkv, batch
-// t / (row_blocks × Hkv); key tiles no row of the block can see are left out.
-template <int kBlockM, int kBlockN>
-__device__ __forceinline__ TileSpan locate_tile(int t, const HopperArgs& a) {
-  const Geometry& g = a.g;
-  TileSpan span;
-  const int row_blocks = static_cast<int>(a.row_blocks), kv_heads = static_cast<int>(g.kv_heads);
-  const int head_batch = t / row_blocks;
-  span.row0 = (row_blocks - 1 - (t - head_batch * row_blocks)) * kBlockM;
-  span.kv_head = head_batch % kv_heads;
-  span.batch = head_batch / kv_heads;
-  const int rows = static_cast<int>(a.rows), group = static_cast<int>(g.group);
-  const int kv_len = static_cast<int>(g.kv_len), offset = kv_len - static_cast<int>(g.q_len);
-  const int window = g.window > 0 ? static_cast<int>(min(g.window, g.kv_len + g.q_len)) : 0;
-  const int row_last = min(span.row0 + kBlockM, rows) - 1;
-  const int diag_first = span.row0 / group + offset, diag_last = row_last / group + offset;
-  int key_begin = 0, key_end = kv_len;
-  if (g.causal) key_end = min(max(diag_last + 1, 0), kv_len);
-  if (window > 0) key_begin = min(max(diag_first - window + 1, 0), kv_len);
-  span.tile_first = key_begin / kBlockN;
-  span.n_tiles = key_begin < key_end ? (key_end + kBlockN - 1) / kBlockN - span.tile_first : 0;
-  // Inner tiles end before the first key past Lk or past the first row's diagonal, and begin
-  // at the first key of the last row's window.
-  const int inner_keys_end = g.causal ? min(max(diag_first + 1, 0), kv_len) : kv_len;
-  const int inner_end = max(inner_keys_end / kBlockN - span.tile_first, 0);
-  if (window > 0) {
-    const int inner_keys_begin = max(diag_last - window + 1, 0);
-    span.inner_first = max((inner_keys_begin + kBlockN - 1) / kBlockN - span.tile_first, 0);
-  }
-  span.inner_count = max(inner_end - span.inner_first, 0);
-  return span;
-}
-
-// A stage of the ring and the parity of its current round of use, as one counter
-// 0 .. 2 × stages - 1 (one register in the consumers' hot loop).
-template <int kStages>
-struct RingSlot {
-  int position = 0;
-  __device__ __forceinline__ int stage() const { return position >= kStages ? position - kStages : position; }
-  __device__ __forceinline__ unsigned phase() const { return position >= kStages ? 1u : 0u; }
-  __device__ __forceinline__ void advance() { position = position == 2 * kStages - 1 ? 0 : position + 1; }
-  // The slot before this one (the P·V that trails the S by one key tile).
-  __device__ __forceinline__ RingSlot previous() const { return {position == 0 ? 2 * kStages - 1 : position - 1}; }
-};
-
 template <typename T, int kConfig>
 __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kMinBlocks)
     hopper_kernel(const __grid_constant__ HopperArgs a) {
@@ -221,21 +156,25 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
   const unsigned raw = shared_address(shared_raw);
   const unsigned base = (raw + 1023u) & ~1023u;
   unsigned char* const shared = shared_raw + (base - raw);
-  const unsigned ring = base + Tr::kRingOffset, barriers = base + Tr::kBarrierOffset;
+  const unsigned q_tile = base, ring = base + Tr::kRingOffset, barriers = base + Tr::kBarrierOffset;
   const auto full_k = [&](int stage) { return barriers + 8u * stage; };
   const auto full_v = [&](int stage) { return barriers + 8u * (kStages + stage); };
   const auto empty_k = [&](int stage) { return barriers + 8u * (2 * kStages + stage); };
   const auto empty_v = [&](int stage) { return barriers + 8u * (3 * kStages + stage); };
 
   const Geometry& g = a.g;
+  const std::int64_t b = blockIdx.z, kv_head = blockIdx.y;
+  const int row0 = static_cast<int>((a.row_blocks - 1 - blockIdx.x) * kBlockM);  // longest first
   const int rows = static_cast<int>(a.rows), group = static_cast<int>(g.group);
-  const int kv_len = static_cast<int>(g.kv_len);
+  const int kv_len = static_cast<int>(g.kv_len), q_len = static_cast<int>(g.q_len), offset = kv_len - q_len;
   const int window = g.window > 0 ? static_cast<int>(min(g.window, g.kv_len + g.q_len)) : 0;
-  // This block's tiles: its index in the grid, then every grid size on. A grid of a block per
-  // tile runs one each; a persistent grid loops, the ring and the turns running on across tiles.
-  // (tiles and grid_blocks are read from the parameters where they are used: no registers.)
-  const int tiles = a.tiles, grid_blocks = a.grid_blocks;
-  const int first_tile = static_cast<int>(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
+  const int row_last = min(row0 + kBlockM, rows) - 1;
+  const int diag_first = row0 / group + offset, diag_last = row_last / group + offset;
+  int key_begin = 0, key_end = kv_len;
+  if (g.causal) key_end = min(max(diag_last + 1, 0), kv_len);
+  if (window > 0) key_begin = min(max(diag_first - window + 1, 0), kv_len);
+  const int tile_first = key_begin / kBlockN;
+  const int n_tiles = key_begin < key_end ? (key_end + kBlockN - 1) / kBlockN - tile_first : 0;
 
   if (threadIdx.x == 0) {
     for (int stage = 0; stage < kStages; ++stage) {
@@ -252,31 +191,20 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
   if (warpgroup == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Tr::kProducerRegisters));
     if (threadIdx.x == 0) {
-      // The K and V tiles of every tile of this block, in the consumers' order; a stage is
-      // refilled once the consumers have released its last use.
-      RingSlot<kStages> slot;
-      bool refill = false;
-      for (int t = first_tile; t < tiles; t += grid_blocks) {
-        const TileSpan span = locate_tile<kBlockM, kBlockN>(t, a);
-        for (int step = 0; step < span.n_tiles; ++step) {
-          const int n0 = (span.tile_first + step) * kBlockN;
-          const int stage = slot.stage();
-          const unsigned k_tile = ring + stage * Tr::kStageBytes, v_tile = k_tile + Tr::kKBytes;
-          if (refill) barrier_wait(empty_k(stage), slot.phase() ^ 1u);
-          barrier_expect_bytes(full_k(stage), Tr::kKBytes);
+      const int head = static_cast<int>(kv_head), batch = static_cast<int>(b);
+      for (int step = 0; step < n_tiles; ++step) {
+        const int stage = step % kStages;
+        const unsigned reuse = ((step / kStages) + 1) & 1;  // the phase of the stage's last release
+        const int n0 = (tile_first + step) * kBlockN;
+        const unsigned k_tile = ring + stage * Tr::kStageBytes, v_tile = k_tile + Tr::kKBytes;
+        if (step >= kStages) barrier_wait(empty_k(stage), reuse);
+        barrier_expect_bytes(full_k(stage), Tr::kKBytes);
 #pragma unroll
-          for (int p = 0; p < D / 64; ++p) {
-            tma_load(k_tile + p * Tr::kRingPanel, a.k_map, full_k(stage), 64 * p, n0, span.kv_head, span.batch);
-          }
-          if (refill) barrier_wait(empty_v(stage), slot.phase() ^ 1u);
-          barrier_expect_bytes(full_v(stage), Tr::kVBytes);
+        for (int p = 0; p < D / 64; ++p) tma_load(k_tile + p * Tr::kRingPanel, a.k_map, full_k(stage), 64 * p, n0, head, batch);
+        if (step >= kStages) barrier_wait(empty_v(stage), reuse);
+        barrier_expect_bytes(full_v(stage), Tr::kVBytes);
 #pragma unroll
-          for (int p = 0; p < Dv / 64; ++p) {
-            tma_load(v_tile + p * Tr::kRingPanel, a.v_map, full_v(stage), 64 * p, n0, span.kv_head, span.batch);
-          }
-          slot.advance();
-          if (slot.position == kStages) refill = true;  // the second round of the ring
-        }
+        for (int p = 0; p < Dv / 64; ++p) tma_load(v_tile + p * Tr::kRingPanel, a.v_map, full_v(stage), 64 * p, n0, head, batch);
       }
     }
   } else {
@@ -286,48 +214,52 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
     const int lane = thread & 31, warp = thread >> 5;  // warp within the warpgroup
     const int quad_row = lane >> 2, quad_col = lane & 3;
     const int wg_row0 = 64 * consumer;  // first row of this warpgroup in the block
-    const int lane_row = wg_row0 + warp * 16 + quad_row;  // this lane's rows: + 0 and + 8
 
-    // Q of `span`: this warpgroup's 64 rows into Q buffer `buffer`, 16-byte copies into the
-    // swizzled layout (zeros past the last row), in flight until wait_q.
-    const auto load_q = [&](const TileSpan& span, int buffer) {
-      const T* q_batch = static_cast<const T*>(a.q) + span.batch * a.q_strides.s[0];
-      const unsigned q_tile = base + buffer * Tr::kQBytes;
+    // Q: this warpgroup's 64 rows, 16-byte copies into the swizzled layout (zeros past the last row).
+    {
+      const T* q_batch = static_cast<const T*>(a.q) + b * a.q_strides.s[0];
       constexpr int kChunks = D / 8;
 #pragma unroll
       for (int i = 0; i < 64 * kChunks / 128; ++i) {
         const int index = thread + 128 * i;
         const int r = wg_row0 + index / kChunks, c = index % kChunks;
-        const int row = span.row0 + r;
+        const int row = row0 + r;
         const bool valid = row < rows;
         const T* source = q_batch;
         if (valid) {
-          source += (std::int64_t{span.kv_head} * group + row % group) * a.q_strides.s[1] +
-                    std::int64_t(row / group) * a.q_strides.s[2] + 8 * c;
+          source += (kv_head * group + row % group) * a.q_strides.s[1] + std::int64_t(row / group) * a.q_strides.s[2] +
+                    8 * c;
         }
         copy_async(q_tile + swizzled(r, c, Tr::kQPanel), source, valid);
       }
       tiled::commit_async();
-    };
-    // This thread's Q copies, then the warpgroup's, visible to wgmma (cp.async writes through
-    // the generic proxy).
-    const auto wait_q = [&] {
       tiled::wait_async<0>();
-      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // wgmma reads what cp.async wrote
       warpgroup_sync(consumer);
-    };
+    }
 
-    TileSpan span;   // this tile's place (row block, head, batch) and key tiles
-    int buffer = 0;  // its Q buffer
-    RingSlot<kStages> slot;   // the stage of the next S (its P·V follows one stage behind)
-    float row_max[2], row_sum[2];
+    int key_lo[2], key_hi[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = row0 + wg_row0 + warp * 16 + quad_row + 8 * half;
+      const int diagonal = r / group + offset;
+      key_lo[half] = window > 0 ? diagonal - window + 1 : 0;
+      key_hi[half] = r >= rows ? -1 : g.causal ? min(diagonal, kv_len - 1) : kv_len - 1;
+    }
+
+    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
     float o[kOTiles][4];
+#pragma unroll
+    for (int j = 0; j < kOTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
+    const unsigned q_rows = q_tile + wg_row0 * 128;
 
-    // S = Q·Kᵀ of the next key tile into s, issued (D / 16 steps of 16 columns, 4 per 128-byte panel).
-    const auto issue_scores = [&](float (&s)[kNTiles][4]) {
-      barrier_wait(full_k(slot.stage()), slot.phase());
-      const unsigned q_rows = base + buffer * Tr::kQBytes + wg_row0 * 128;
-      const unsigned k_tile = ring + slot.stage() * Tr::kStageBytes;
+    // S = Q·Kᵀ of tile `step` into s, issued (D / 16 steps of 16 columns, 4 per 128-byte panel).
+    const auto issue_scores = [&](float (&s)[kNTiles][4], int step) {
+      const int stage = step % kStages;
+      barrier_wait(full_k(stage), (step / kStages) & 1);
+      const unsigned k_tile = ring + stage * Tr::kStageBytes;
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
@@ -337,11 +269,12 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
       }
       wgmma_commit();
     };
-    // O += P·V of the value tile in `values`, issued: the weights of keys 16kk..16kk+15 are the A
-    // fragment of step kk; V's 16 keys of step kk are 2048 bytes into each panel.
-    const auto issue_values = [&](const std::uint32_t (&p)[kBlockN / 16][4], RingSlot<kStages> values) {
-      barrier_wait(full_v(values.stage()), values.phase());
-      const unsigned v_tile = ring + values.stage() * Tr::kStageBytes + Tr::kKBytes;
+    // O += P·V of tile `step`, issued: the weights of keys 16kk..16kk+15 are the A fragment of
+    // step kk; V's 16 keys of step kk are 2048 bytes into each panel.
+    const auto issue_values = [&](const std::uint32_t (&p)[kBlockN / 16][4], int step) {
+      const int stage = step % kStages;
+      barrier_wait(full_v(stage), (step / kStages) & 1);
+      const unsigned v_tile = ring + stage * Tr::kStageBytes + Tr::kKBytes;
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kBlockN / 16; ++kk) {
@@ -354,31 +287,22 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
       __syncwarp();
       if (lane == 0) barrier_arrive(barrier);
     };
-    const auto release_k = [&] {
-      release(empty_k(slot.stage()));
-      slot.advance();
-    };
-    // Scores of key tile `step` to weights 2^(s - frame) in place (log2 domain; -inf where the
-    // key is out of the row's reach), the row maxima updated; returns the old state's rescale
-    // factors.
+    // Scores of tile `step` to weights 2^(s - frame) in place (log2 domain; -inf where the key is
+    // out of the row's reach), the row maxima updated; returns the old state's rescale factors.
     const auto softmax = [&](float (&s)[kNTiles][4], int step, float (&rescale)[2], float (&tile_sum)[2]) {
-      const bool edge = span.edge(step);
+      const int n0 = (tile_first + step) * kBlockN;
+      const bool edge = n0 + kBlockN > kv_len || (g.causal && n0 + kBlockN - 1 > diag_first) ||
+                        (window > 0 && n0 <= diag_last - window);
       // Edge tiles are scaled here (hidden keys -inf); inner tiles take the scale in the
       // exponent's FFMA, their maximum scale × the raw maximum (minimum under a negative scale).
       float multiplier = 1.0f;
       float tile_max[2] = {-INFINITY, -INFINITY};
       if (edge) {
-        // The keys each of the lane's rows sees, [lo, hi] of this tile.
-        const int n0 = (span.tile_first + step) * kBlockN;
         int lo[2], hi[2];
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          const int r = span.row0 + lane_row + 8 * half;
-          const int diagonal = r / group + (kv_len - static_cast<int>(g.q_len));
-          const int key_lo = window > 0 ? diagonal - window + 1 : 0;
-          const int key_hi = r >= rows ? -1 : g.causal ? min(diagonal, kv_len - 1) : kv_len - 1;
-          lo[half] = min(max(key_lo - n0, 0), kBlockN);
-          hi[half] = min(max(key_hi - n0, -1), kBlockN - 1);
+          lo[half] = min(max(key_lo[half] - n0, 0), kBlockN);
+          hi[half] = min(max(key_hi[half] - n0, -1), kBlockN - 1);
         }
 #pragma unroll
         for (int j = 0; j < kNTiles; ++j)
@@ -435,129 +359,100 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
       }
     };
 
-    // Software pipeline within the warpgroup: key tile j's S = Q·Kᵀ and tile j-1's O += P·V are
-    // in flight while the softmax of tile j runs; O is rescaled once P·V of tile j-1 is
-    // complete. With ping-pong the two warpgroups take turns to issue (n_tiles + 1 turns each
-    // per tile, consumer 0 first), so that one's softmax runs while the other's products occupy
-    // the tensor cores; the turns run on from one tile of the block to the next.
-    const bool pingpong = Tr::kConsumers == 2 && a.pingpong;
-    // Consumer 0 takes the first turn. (A block whose tiles see no key leaves this arrival
-    // unmatched, as consumer 1's last turn of a block would be; the block's end clears it.)
-    if (pingpong && consumer == 1 && first_tile < tiles) pass_turn(consumer);
-    if (first_tile < tiles) load_q(locate_tile<kBlockM, kBlockN>(first_tile, a), 0);
-    for (int t = first_tile; t < tiles; t += grid_blocks) {
-      span = locate_tile<kBlockM, kBlockN>(t, a);
-      wait_q();
-      // Two Q buffers: the next tile's Q is copied during this one (its buffer's last reads, the
-      // output two tiles back, are behind wait_q's barrier); one: after this tile's output.
-      if (Tr::kQBuffers == 2 && t + grid_blocks < tiles) load_q(locate_tile<kBlockM, kBlockN>(t + grid_blocks, a), buffer ^ 1);
+    // Software pipeline within the warpgroup: tile j's S = Q·Kᵀ and tile j-1's O += P·V are in
+    // flight while the softmax of tile j runs; O is rescaled once P·V of tile j-1 is complete.
+    // With ping-pong the two warpgroups take turns to issue (n_tiles + 1 turns each, consumer 0
+    // first), so that one's softmax runs while the other's products occupy the tensor cores.
+    if (n_tiles > 0) {
+      float s[kNTiles][4];
+      std::uint32_t p[kBlockN / 16][4];
+      float rescale[2], tile_sum[2];
+      const bool pingpong = Tr::kConsumers == 2 && a.pingpong;
+      if (pingpong && consumer == 1) pass_turn(consumer);
+      if (pingpong) wait_turn(consumer);
+      issue_scores(s, 0);
+      if (pingpong) pass_turn(consumer);
+      wgmma_wait<0>();
+      hold(s);
+      release(empty_k(0));
+      softmax(s, 0, rescale, tile_sum);
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        row_max[half] = -INFINITY;
-        row_sum[half] = 0.0f;
-      }
-#pragma unroll
-      for (int j = 0; j < kOTiles; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
-
-      if (span.n_tiles > 0) {
-        float s[kNTiles][4];
-        std::uint32_t p[kBlockN / 16][4];
-        float rescale[2], tile_sum[2];
+      for (int half = 0; half < 2; ++half) row_sum[half] = tile_sum[half];
+      to_weights(s, p);
+      for (int step = 1; step < n_tiles; ++step) {
         if (pingpong) wait_turn(consumer);
-        issue_scores(s);
+        issue_scores(s, step);
+        issue_values(p, step - 1);
         if (pingpong) pass_turn(consumer);
-        wgmma_wait<0>();
+        wgmma_wait<1>();  // S of tile `step`
         hold(s);
-        release_k();
-        softmax(s, 0, rescale, tile_sum);
-#pragma unroll
-        for (int half = 0; half < 2; ++half) row_sum[half] = tile_sum[half];
-        to_weights(s, p);
-        for (int step = 1; step < span.n_tiles; ++step) {
-          if (pingpong) wait_turn(consumer);
-          issue_scores(s);
-          issue_values(p, slot.previous());
-          if (pingpong) pass_turn(consumer);
-          wgmma_wait<1>();  // S of key tile `step`
-          hold(s);
-          release_k();
-          softmax(s, step, rescale, tile_sum);
-          wgmma_wait<0>();  // P·V of key tile step - 1 (two slots behind the next S)
-          hold(o);
-          release(empty_v(slot.previous().previous().stage()));
-#pragma unroll
-          for (int half = 0; half < 2; ++half) row_sum[half] = row_sum[half] * rescale[half] + tile_sum[half];
-#pragma unroll
-          for (int j = 0; j < kOTiles; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) o[j][e] *= rescale[e >> 1];
-          to_weights(s, p);
-        }
-        if (pingpong) wait_turn(consumer);
-        issue_values(p, slot.previous());
-        // Consumer 1's last turn in the block is the last wait of either.
-        if (pingpong && (consumer == 0 || t + grid_blocks < tiles)) pass_turn(consumer);
-        wgmma_wait<0>();
+        release(empty_k(step % kStages));
+        softmax(s, step, rescale, tile_sum);
+        wgmma_wait<0>();  // P·V of tile step - 1
         hold(o);
-        release(empty_v(slot.previous().stage()));
+        release(empty_v((step - 1) % kStages));
+#pragma unroll
+        for (int half = 0; half < 2; ++half) row_sum[half] = row_sum[half] * rescale[half] + tile_sum[half];
+#pragma unroll
+        for (int j = 0; j < kOTiles; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[j][e] *= rescale[e >> 1];
+        to_weights(s, p);
       }
-      // out = O / (sum + 2^sink), in the frame of the row's maximum; rows that saw no key are zeros.
-      float factor[2];
+      if (pingpong) wait_turn(consumer);
+      issue_values(p, n_tiles - 1);
+      if (pingpong && consumer == 0) pass_turn(consumer);  // consumer 1's last turn is its last wait
+      wgmma_wait<0>();
+      hold(o);
+    }
+    // out = O / (sum + 2^sink), in the frame of the row's maximum; rows that saw no key are zeros.
+    float factor[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float total = tiled::quad_sum(row_sum[half]);
+      const int r = row0 + wg_row0 + warp * 16 + quad_row + 8 * half;
+      factor[half] = 0.0f;
+      if (r < rows && row_max[half] != -INFINITY) {
+        if (g.sinks.data != nullptr) {
+          const float sink = sink_logit(g.sinks, kv_head * group + r % group) * kLog2e;
+          const float top = fmaxf(row_max[half], sink);
+          const float keep = tiled::exp2_approx(row_max[half] - top);
+          factor[half] = keep / (total * keep + tiled::exp2_approx(sink - top));
+        } else {
+          factor[half] = 1.0f / total;
+        }
+      }
+    }
+
+    // Through this warp's own 16 rows of the Q tile (every wgmma that read them is complete),
+    // to 16-byte stores of whole output rows.
+#pragma unroll
+    for (int j = 0; j < kOTiles; ++j)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const float total = tiled::quad_sum(row_sum[half]);
-        const int r = span.row0 + lane_row + 8 * half;
-        factor[half] = 0.0f;
-        if (r < rows && row_max[half] != -INFINITY) {
-          if (g.sinks.data != nullptr) {
-            const float sink = sink_logit(g.sinks, std::int64_t{span.kv_head} * group + r % group) * kLog2e;
-            const float top = fmaxf(row_max[half], sink);
-            const float keep = tiled::exp2_approx(row_max[half] - top);
-            factor[half] = keep / (total * keep + tiled::exp2_approx(sink - top));
-          } else {
-            factor[half] = 1.0f / total;
-          }
-        }
+        const int r = wg_row0 + warp * 16 + quad_row + 8 * half;
+        *reinterpret_cast<std::uint32_t*>(shared + swizzled(r, j, Tr::kQPanel) + 4 * quad_col) =
+            tiled::pack<T>(o[j][2 * half] * factor[half], o[j][2 * half + 1] * factor[half]);
       }
-
-      // Through this warp's own 16 rows of the tile's Q buffer (every wgmma that read them is
-      // complete), to 16-byte stores of whole output rows.
-      unsigned char* const staging = shared + buffer * Tr::kQBytes;
+    __syncwarp();
+    T* const out_batch = static_cast<T*>(a.out) + b * a.out_strides.s[0];
+    constexpr int kChunksV = Dv / 8;
 #pragma unroll
-      for (int j = 0; j < kOTiles; ++j)
+    for (int i = 0; i < Dv / 16; ++i) {
+      const int index = lane + 32 * i;
+      const int r = wg_row0 + warp * 16 + index / kChunksV, c = index % kChunksV;
+      const int row = row0 + r;
+      if (row >= rows) continue;
+      T* const destination = out_batch + (kv_head * group + row % group) * a.out_strides.s[1] +
+                             std::int64_t(row / group) * a.out_strides.s[2];
+      const uint4 chunk = *reinterpret_cast<const uint4*>(shared + swizzled(r, c, Tr::kQPanel));
+      if (a.wide_out) {
+        *reinterpret_cast<uint4*>(destination + 8 * c) = chunk;
+      } else {
+        const T* elements = reinterpret_cast<const T*>(&chunk);
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int r = lane_row + 8 * half;
-          *reinterpret_cast<std::uint32_t*>(staging + swizzled(r, j, Tr::kQPanel) + 4 * quad_col) =
-              tiled::pack<T>(o[j][2 * half] * factor[half], o[j][2 * half + 1] * factor[half]);
-        }
-      __syncwarp();
-      T* const out_batch = static_cast<T*>(a.out) + span.batch * a.out_strides.s[0];
-      constexpr int kChunksV = Dv / 8;
-#pragma unroll
-      for (int i = 0; i < Dv / 16; ++i) {
-        const int index = lane + 32 * i;
-        const int r = wg_row0 + warp * 16 + index / kChunksV, c = index % kChunksV;
-        const int row = span.row0 + r;
-        if (row >= rows) continue;
-        T* const destination = out_batch + (std::int64_t{span.kv_head} * group + row % group) * a.out_strides.s[1] +
-                               std::int64_t(row / group) * a.out_strides.s[2];
-        const uint4 chunk = *reinterpret_cast<const uint4*>(staging + swizzled(r, c, Tr::kQPanel));
-        if (a.wide_out) {
-          *reinterpret_cast<uint4*>(destination + 8 * c) = chunk;
-        } else {
-          const T* elements = reinterpret_cast<const T*>(&chunk);
-#pragma unroll
-          for (int x = 0; x < 8; ++x) destination[(8 * c + x) * a.out_strides.s[3]] = elements[x];
-        }
+        for (int x = 0; x < 8; ++x) destination[(8 * c + x) * a.out_strides.s[3]] = elements[x];
       }
-      if (Tr::kQBuffers == 1 && t + grid_blocks < tiles) {
-        warpgroup_sync(consumer);  // every warp's output is read out of the buffer
-        load_q(locate_tile<kBlockM, kBlockN>(t + grid_blocks, a), 0);
-      }
-      buffer ^= Tr::kQBuffers - 1;
     }
   }
 #else

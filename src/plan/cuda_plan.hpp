@@ -72,8 +72,7 @@ struct CudaComposedShape {
   bool pack_v = false;     // v copied to contiguous float32 rows (P·V runs in float32)
 };
 
-// The tiled (prefill) kernel's launch: grid [row_blocks, Hkv, B × value_parts] (or, for the
-// wgmma kernel's persistent schedule, [blocks]); a block holds block_m packed
+// The tiled (prefill) kernel's launch: grid [row_blocks, Hkv, B × value_parts]; a block holds block_m packed
 // rows of one key head's group (row r is position r / group of query head r % group) and
 // streams key tiles of block_n. `config` indexes kTiledConfigs (cuda_tables.hpp), or
 // kHopperConfigs where `wgmma` (the Hopper kernel: TMA, wgmma, warp specialised).
@@ -88,10 +87,6 @@ struct CudaTiledShape {
   std::int64_t row_blocks = 0;
   std::int64_t shared_bytes = 0;  // dynamic shared memory per block
   int value_parts = 1;            // blocks per row block along Dv: grid z = B × value_parts
-  // wgmma: a persistent grid [blocks] whose blocks loop over the row_blocks × Hkv × B tiles,
-  // instead of the grid of a block per tile.
-  bool persistent = false;
-  std::int64_t blocks = 0;  // blocks launched (either grid)
 };
 
 struct CudaRoute {

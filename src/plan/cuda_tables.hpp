@@ -275,35 +275,25 @@ struct HopperConfig {
   HopperMasking masking = HopperMasking::Any;
   std::int64_t min_keys = 0;  // served from this Lk up
   int consumers = 2;          // warpgroups of 64 rows; 1: two blocks per SM
-  // A persistent grid (resident blocks looping over the tiles) where the tiles are of one
-  // length (no causal mask) and outnumber the resident blocks; else a block per tile.
-  bool persistent = false;
 };
 // The first entry for (D, Dv) whose masking and min_keys match serves a call. Longer tiles
 // amortise each tile's softmax bookkeeping; under causal masking and for short key ranges
 // shorter ones waste less on the diagonal and the last tile.
 inline constexpr HopperConfig kHopperConfigs[] = {
-    // 16 + 2 × 48 KiB (two Q buffers: 32 + 2 × 48); S 96, P 48, O 32 registers. Persistent:
-    // the D 64 target (B 2 × 32 heads × 8k, 500 TFLOP/s); not yet timed persistent.
-    {64, 64, 192, 2, true, HopperMasking::Full, 2048, 2, true},
+    // 16 + 2 × 48 KiB; S 96, P 48, O 32 registers.
+    {64, 64, 192, 2, true, HopperMasking::Full, 2048, 2},
     // Short key ranges (BERT's 512): one consumer warpgroup, two blocks per SM, so that one
     // block's start (Q, the first tiles) and end (the output) overlap the other's products.
-    // 8 + 3 × 32 KiB per block (one Q buffer); registers 32 / 224 of the block's 256 × 128.
-    // Persistent: BERT-base's 3072 tiles of 4 key tiles each, where the fixed cost of a block
-    // (~5 µs of Q, the first tiles and the output) dominates; not yet timed persistent.
-    {64, 64, 128, 3, false, HopperMasking::Full, 0, 1, true},
-    // 16 + 3 × 32 KiB; S 64, O 32 registers: room for a third tile in flight. (Serves causal
-    // calls only, the two above the rest: a block per tile.)
-    {64, 64, 128, 3, true, HopperMasking::Any, 0, 2, true},
-    // 32 + 2 × 88 KiB (one Q buffer); S 88, P 44, O 64 registers. A block per tile until the
-    // benchmark's wgmma_persistent line shows the persistent grid faster (B 2 × 16 × 8k: 664
-    // TFLOP/s per tile).
-    {128, 128, 176, 2, true, HopperMasking::Full, 0, 2, false},
-    // 32 + 2 × 64 KiB (two Q buffers: 64 + 2 × 64); S 64, O 64, P 32 registers. (Causal calls.)
-    {128, 128, 128, 2, true, HopperMasking::Any, 0, 2, true},
-    // 64 + 2 × 64 KiB (one Q buffer); O 128 registers leave S 32 (64 keys). A block per tile
-    // (not timed persistent).
-    {256, 256, 64, 2, true, HopperMasking::Any, 0, 2, false},
+    // 8 + 3 × 32 KiB per block; registers 32 / 224 of the block's 256 × 128.
+    {64, 64, 128, 3, false, HopperMasking::Full, 0, 1},
+    // 16 + 3 × 32 KiB; S 64, O 32 registers: room for a third tile in flight.
+    {64, 64, 128, 3, true, HopperMasking::Any, 0, 2},
+    // 32 + 2 × 88 KiB; S 88, P 44, O 64 registers.
+    {128, 128, 176, 2, true, HopperMasking::Full, 0, 2},
+    // 32 + 2 × 64 KiB; S 64, O 64, P 32 registers.
+    {128, 128, 128, 2, true, HopperMasking::Any, 0, 2},
+    // 64 + 2 × 64 KiB; O 128 registers leave S 32 (64 keys).
+    {256, 256, 64, 2, true, HopperMasking::Any, 0, 2},
 };
 inline constexpr int kHopperConfigCount = static_cast<int>(sizeof(kHopperConfigs) / sizeof(kHopperConfigs[0]));
 // Rows per consumer warpgroup (the M of wgmma) and threads per warpgroup.
@@ -312,12 +302,10 @@ inline constexpr int kHopperWarpgroupThreads = 128;
 constexpr int hopper_block_m(const HopperConfig& c) { return kHopperRowsPerConsumer * c.consumers; }
 constexpr int hopper_threads(const HopperConfig& c) { return kHopperWarpgroupThreads * (1 + c.consumers); }
 // Registers per thread after setmaxnreg (multiples of 8). Two consumers, one block per SM:
-// 128 × (24 + 2 × 240) = 64512 of the SM's 65536 (the persistent loop's state took D 128's
-// 176-key consumers past 232: 16 bytes of spills, none at 240; the producer, one thread
-// issuing copies, fits 24). One consumer, two blocks: each block's 256 × 128 registers as
-// 128 × (32 + 224).
-constexpr int hopper_producer_registers(const HopperConfig& c) { return c.consumers == 1 ? 32 : 24; }
-constexpr int hopper_consumer_registers(const HopperConfig& c) { return c.consumers == 1 ? 224 : 240; }
+// 128 × (40 + 2 × 232) = 64512 of the SM's 65536. One consumer, two blocks: each block's
+// 256 × 128 registers as 128 × (32 + 224).
+constexpr int hopper_producer_registers(const HopperConfig& c) { return c.consumers == 1 ? 32 : 40; }
+constexpr int hopper_consumer_registers(const HopperConfig& c) { return c.consumers == 1 ? 224 : 232; }
 constexpr int hopper_blocks_per_sm(const HopperConfig& c) { return c.consumers == 1 ? 2 : 1; }
 
 // The Hopper configuration serving (D, Dv) with or without causal masking over Lk keys, or -1.
@@ -330,30 +318,18 @@ constexpr int hopper_config_index(std::int64_t head_dim, std::int64_t value_dim,
   return -1;
 }
 
-// The Hopper kernel's shared memory: `q_buffers` Q tiles (block_m rows each), the ring,
-// 4 × stages mbarriers (K and V full, K and V free), and 1 KiB to align the base to the 128-byte
-// swizzle's 1024-byte atoms.
-constexpr std::int64_t hopper_q_bytes(const HopperConfig& c) { return std::int64_t{hopper_block_m(c)} * c.head_dim * 2; }
+// The Hopper kernel's shared memory: Q (block_m rows), the ring, 4 × stages mbarriers (K and V
+// full, K and V free), and 1 KiB to align the base to the 128-byte swizzle's 1024-byte atoms.
+constexpr std::int64_t hopper_ring_offset(const HopperConfig& c) { return std::int64_t{hopper_block_m(c)} * c.head_dim * 2; }
 constexpr std::int64_t hopper_stage_bytes(const HopperConfig& c) {
   return std::int64_t{c.block_n} * (c.head_dim + c.value_dim) * 2;
 }
-constexpr std::int64_t hopper_layout_bytes(const HopperConfig& c, int q_buffers) {
-  return q_buffers * hopper_q_bytes(c) + c.stages * hopper_stage_bytes(c) + 4 * 8 * c.stages + 1024;
-}
-// An H100's / H200's shared memory per SM and the 1 KiB the runtime reserves per block.
-inline constexpr std::int64_t kHopperSharedPerSm = 228 << 10, kHopperReservedPerBlock = 1 << 10;
-// Two Q tiles where they fit the block's share of the SM: a block of the persistent grid then
-// loads the next tile's Q while it computes this one (tile i in buffer i % 2). D 64 and D 128
-// under causal masking take two; D 128 at 176 keys (240 KiB), D 256 (256 KiB) and the
-// two-blocks-per-SM D 64 entry (96 bytes over its 112 KiB) keep one, loaded between tiles.
-constexpr int hopper_q_buffers(const HopperConfig& c) {
-  return hopper_layout_bytes(c, 2) + kHopperReservedPerBlock <= kHopperSharedPerSm / hopper_blocks_per_sm(c) ? 2 : 1;
-}
-constexpr std::int64_t hopper_ring_offset(const HopperConfig& c) { return hopper_q_buffers(c) * hopper_q_bytes(c); }
 constexpr std::int64_t hopper_barrier_offset(const HopperConfig& c) {
   return hopper_ring_offset(c) + c.stages * hopper_stage_bytes(c);
 }
-constexpr std::int64_t hopper_shared_bytes(const HopperConfig& c) { return hopper_layout_bytes(c, hopper_q_buffers(c)); }
+constexpr std::int64_t hopper_shared_bytes(const HopperConfig& c) {
+  return hopper_barrier_offset(c) + 4 * 8 * c.stages + 1024;
+}
 
 // The tiled kernel indexes with 32-bit integers: Lq and Lk below this, packed rows (group × Lq)
 // below twice this, so that diagonals and window bounds cannot overflow.

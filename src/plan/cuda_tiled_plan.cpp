@@ -45,12 +45,6 @@ std::string hopper_why_not(const Problem& p, const CudaDeviceInfo& device, int i
   if (!p.kv_strides_positive) {
     return "k's or v's strides along B, H or L are zero or negative, which a TMA tensor map cannot describe";
   }
-  const std::int64_t row_blocks = (p.group() * p.q_len + hopper_block_m(kHopperConfigs[index]) - 1) /
-                                  hopper_block_m(kHopperConfigs[index]);
-  if (row_blocks * p.kv_heads * p.batch > std::numeric_limits<std::int32_t>::max()) {
-    return format("its {} tiles ({} row blocks x Hkv {} x B {}) exceed the kernel's 32-bit tile index",
-                  row_blocks * p.kv_heads * p.batch, row_blocks, p.kv_heads, p.batch);
-  }
   const auto shared = static_cast<std::size_t>(hopper_shared_bytes(kHopperConfigs[index]));
   if (shared > device.shared_per_block) {
     return format("its {} bytes of shared memory per block exceed the device's {}", shared, device.shared_per_block);
@@ -66,47 +60,7 @@ std::string hopper_why_not(const Problem& p, const CudaDeviceInfo& device, int i
   return {};
 }
 
-// Why the Hopper shape `s` keeps a block per tile, or empty when the persistent grid serves it.
-std::string hopper_grid_why_not(const CudaTiledShape& s, const Problem& p, const CudaDeviceInfo& device) {
-  const HopperConfig& h = kHopperConfigs[s.config];
-  const std::int64_t tiles = s.row_blocks * p.kv_heads * p.batch;
-  const std::int64_t resident = std::int64_t{device.sm_count} * hopper_blocks_per_sm(h);
-  if (!h.persistent) return "this entry of kHopperConfigs keeps a block per tile";
-  if (p.causal) {  // windows come with causal masking
-    return "under causal masking the tiles differ in length: the hardware's block scheduler balances them, a static "
-           "stride would not";
-  }
-  if (tiles <= resident) return format("its {} tiles fit one wave of {} resident blocks", tiles, resident);
-  return {};
-}
-
 }  // namespace
-
-std::string schedule_hopper(CudaTiledShape& s, const Problem& p, const CudaDeviceInfo& device, bool persistent) {
-  const HopperConfig& h = kHopperConfigs[s.config];
-  const std::int64_t tiles = s.row_blocks * p.kv_heads * p.batch;
-  const std::int64_t resident = std::int64_t{device.sm_count} * hopper_blocks_per_sm(h);
-  s.persistent = persistent;
-  if (!persistent) {
-    s.blocks = tiles;
-    return format("schedule: grid [{}, {}, {}], a block per tile, row blocks launched last first (under causal "
-                  "masking the last positions see the most keys, so the longest blocks start first); key tiles no "
-                  "row of a block can see are neither loaded nor multiplied",
-                  s.row_blocks, p.kv_heads, p.batch);
-  }
-  s.blocks = std::min(tiles, resident);
-  return format("schedule: persistent grid [{}] ({} SMs x {} block(s) per SM) over {} tiles ({} row blocks x {} key "
-                "heads x {}), block i taking tiles i, i + {}, ...: each block's producer loads the next tile's K and "
-                "V while its consumers finish the current one, {}",
-                s.blocks, device.sm_count, hopper_blocks_per_sm(h), tiles, s.row_blocks, p.kv_heads, p.batch,
-                s.blocks,
-                hopper_q_buffers(h) == 2
-                    ? "and two Q buffers let the consumers copy the next tile's Q during the current one"
-                    : format("and the next tile's Q is copied after the current one's output (one Q buffer: two "
-                             "would take {} bytes of shared memory, over the {} of a block's share of the SM)",
-                             hopper_layout_bytes(h, 2),
-                             kHopperSharedPerSm / hopper_blocks_per_sm(h) - kHopperReservedPerBlock));
-}
 
 std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInfo& device, std::size_t& min_cap,
                                            std::string& why_not) {
@@ -190,9 +144,6 @@ std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInf
     fit.intermediate = static_cast<std::size_t>(s.block_m * s.block_n * 4);
     fit.kernel_reason = format("tiled kernel wgmma: compute capability 9.0 with sm_90a code{}",
                                device.tiled_kernel == Choice::Wgmma ? " (HEED_CUDA_TILED=wgmma)" : "");
-    const std::string per_tile = hopper_grid_why_not(s, p, device);
-    fit.schedule_reason = schedule_hopper(s, p, device, per_tile.empty());
-    if (!per_tile.empty()) fit.schedule_reason += "; not persistent: " + per_tile;
   }
   return fit;
 }
@@ -237,19 +188,15 @@ void build_cuda_tiled(CudaRoute& r, const Problem& p, const CudaTiledFit& fit) {
                            "position r / {}, head r % {}), so each K/V tile is read once per group",
                            p.group(), p.q_len, s.rows, p.group(), p.group()));
   const std::int64_t grid_z = p.batch * s.value_parts;
-  if (s.wgmma) {
-    reasons.push_back(fit.schedule_reason);
-  } else {
-    reasons.push_back(p.causal ? format("schedule: grid [{}, {}, {}], row blocks launched last first (under causal "
+  reasons.push_back(p.causal ? format("schedule: grid [{}, {}, {}], row blocks launched last first (under causal "
                                       "masking the last positions see the most keys, so the longest blocks start "
                                       "first); key tiles no row of a block can see{} are neither loaded nor multiplied",
                                       s.row_blocks, p.kv_heads, grid_z, p.window ? " (causal, window)" : "")
                                : format("schedule: grid [{}, {}, {}], every block over all {} keys", s.row_blocks,
                                         p.kv_heads, grid_z, p.kv_len));
-  }
   reasons.push_back(format("scores: {} x {} float32 per block in registers ({} bytes), never in memory", s.block_m,
                            s.block_n, fit.intermediate));
-  const std::int64_t blocks = s.wgmma ? s.blocks : s.row_blocks * p.kv_heads * grid_z;
+  const std::int64_t blocks = s.row_blocks * p.kv_heads * grid_z;
   r.plan.workers = static_cast<int>(std::min<std::int64_t>(blocks, std::numeric_limits<int>::max()));
   r.plan.buffers.clear();
   r.plan.scratch_bytes = 0;

@@ -15,7 +15,6 @@ struct CudaTiledFit {
   CudaTiledShape shape;
   std::size_t intermediate = 0;  // block_m × block_n float32 scores per block, in registers
   std::string kernel_reason;     // why this kernel (mma.sync or wgmma) and not the other
-  std::string schedule_reason;   // wgmma: its grid and why
 };
 
 // The tiled kernel's shape for `p`, or nullopt with `why_not` (and `min_cap`: the score tile's
@@ -25,11 +24,5 @@ std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInf
 
 // The plan of the tiled route: kernel, name, workers, reasons; no scratch.
 void build_cuda_tiled(CudaRoute& r, const Problem& p, const CudaTiledFit& fit);
-
-// The Hopper kernel's grid for the wgmma shape `s` (config and row_blocks set): when
-// `persistent`, the device's resident blocks (SMs × blocks per SM, at most one per tile) loop
-// over the row_blocks × Hkv × B tiles with a static stride; else a block per tile. Sets
-// s.persistent and s.blocks and returns the schedule's line for the plan.
-std::string schedule_hopper(CudaTiledShape& s, const Problem& p, const CudaDeviceInfo& device, bool persistent);
 
 }  // namespace heed::plan

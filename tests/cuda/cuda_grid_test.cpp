@@ -187,21 +187,12 @@ void check_case(const CaseSpec& spec) {
           EXPECT_EQ(d.x % vector->blocks, 0) << "x = partitions x row tiles";
         } else if (const auto* tiled = std::get_if<route::Tiled>(&plan.kernel)) {
           // [ceil(group x Lq / block_q), Hkv, B]: a block holds block_q rows of a key head's group.
-          // z = B × value parts (D 512's columns in two halves). The wgmma kernel's persistent
-          // grid is [workers], fewer blocks than tiles.
+          // z = B × value parts (D 512's columns in two halves).
           const int config = plan::cuda::tiled_config_index(spec.head_dim, spec.value_dim);
           const int parts = config >= 0 ? plan::cuda::kTiledConfigs[config].value_parts : 1;
-          const std::int64_t row_blocks = ceil_div((spec.q_heads / spec.kv_heads) * spec.q_len, tiled->block_q);
-          if (plan.explain().find("schedule: persistent grid") != std::string::npos) {
-            EXPECT_EQ(d.x, plan.workers);
-            EXPECT_EQ(d.y, 1);
-            EXPECT_EQ(d.z, 1);
-            EXPECT_LT(d.x, row_blocks * spec.kv_heads * spec.batch);
-          } else {
-            EXPECT_EQ(d.x, row_blocks);
-            EXPECT_EQ(d.y, spec.kv_heads);
-            EXPECT_EQ(d.z, spec.batch * parts);
-          }
+          EXPECT_EQ(d.x, ceil_div((spec.q_heads / spec.kv_heads) * spec.q_len, tiled->block_q));
+          EXPECT_EQ(d.y, spec.kv_heads);
+          EXPECT_EQ(d.z, spec.batch * parts);
           EXPECT_EQ(d.count, 1);
         } else {
           EXPECT_EQ(d.y, spec.q_heads);

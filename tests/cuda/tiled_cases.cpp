@@ -125,9 +125,6 @@ std::vector<CaseSpec> tiled_cuda_cases() {
       Make("wgmma_d64_long_keys", 1, 2, 1, 40, 2100, 64, 64, bf16),  // 192-key tiles from 2048 keys
       Make("wgmma_d64_short_keys_gqa4", 3, 8, 2, 70, 512, 64, 64, f16).sinks(),  // one consumer
       Make("wgmma_padded_wide_d128", 1, 4, 2, 50, 200, 128, 128, bf16).layout(L::PaddedWide).out_layout(L::PaddedWide),
-      // A batch of many short sequences: 600 tiles, more than an H200's 264 resident blocks, so
-      // the persistent grid (hopper_schedule_test.cpp forces it on every entry).
-      Make("wgmma_persistent_many_short", 150, 2, 2, 65, 40, 64, 64, bf16),
       // Caps: the score tile (128 x 64 x 4 bytes) fits; below it prefill goes composed in blocks.
       Make("tiled_cap_fits", 1, 4, 2, 100, 200, 128, 128, bf16).cap(128 * 64 * 4),
       Make("tiled_cap_below_tile", 1, 4, 2, 100, 200, 128, 128, bf16).cap(128 * 64 * 4 - 4),

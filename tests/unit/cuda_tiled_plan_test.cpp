@@ -9,7 +9,6 @@
 #include "heed/heed.hpp"
 #include "plan/cuda_plan.hpp"
 #include "plan/cuda_tables.hpp"
-#include "plan/cuda_tiled_plan.hpp"
 #include "plan/problem.hpp"
 
 namespace heed {
@@ -265,60 +264,6 @@ TEST(CudaTiledPlan, EveryHopperConfigurationFitsAnH200) {
   EXPECT_EQ(std::get<route::Tiled>(bert.plan.kernel), (route::Tiled{64, 128}));
   EXPECT_TRUE(mentions(bert.plan, "1 consumer warpgroup(s) of 64 rows")) << bert.plan.explain();
   EXPECT_TRUE(mentions(bert.plan, "2 block(s) per SM")) << bert.plan.explain();
-}
-
-// The wgmma kernel's schedule: a persistent grid of the resident blocks where the tiles are of
-// one length and outnumber them (BERT-base and D 64 at 8k keys), a block per tile under causal
-// masking (windows come with it), in one wave or where the entry says so; the plan says which and why, and workers counts the blocks.
-TEST(CudaTiledPlan, HopperPersistentGridWhereTilesAreEqualAndMany) {
-  // BERT-base: B 32 x 12 heads x 512, 64-row blocks (one consumer, two blocks per SM).
-  const plan::CudaRoute bert = plan_prefill(problem(32, 12, 12, 512, 512, 64, 64, DType::BFloat16), h200_wgmma());
-  EXPECT_TRUE(bert.tiled.persistent) << bert.plan.explain();
-  EXPECT_EQ(bert.tiled.blocks, 132 * plan::cuda::hopper_blocks_per_sm(plan::cuda::kHopperConfigs[bert.tiled.config]));
-  EXPECT_EQ(bert.plan.workers, bert.tiled.blocks);
-  const std::int64_t bert_tiles = bert.tiled.row_blocks * 12 * 32;
-  EXPECT_TRUE(mentions(bert.plan, "schedule: persistent grid [" + std::to_string(bert.tiled.blocks) + "]"))
-      << bert.plan.explain();
-  EXPECT_TRUE(mentions(bert.plan, "over " + std::to_string(bert_tiles) + " tiles")) << bert.plan.explain();
-  // D 64 at 8k keys: 128-row blocks (two consumers), one block per SM, two Q buffers.
-  const plan::CudaRoute d64 = plan_prefill(problem(2, 32, 32, 8192, 8192, 64, 64, DType::BFloat16), h200_wgmma());
-  EXPECT_TRUE(d64.tiled.persistent) << d64.plan.explain();
-  EXPECT_EQ(d64.tiled.blocks, 132);
-  EXPECT_TRUE(mentions(d64.plan, "two Q buffers")) << d64.plan.explain();
-  // BERT's entry holds one Q buffer (two are 96 bytes over its half of the SM): the next
-  // tile's Q is copied after the current one's output.
-  EXPECT_TRUE(mentions(bert.plan, "one Q buffer")) << bert.plan.explain();
-
-  // (heads_batch: Hkv x B)
-  const auto expect_per_tile = [](const plan::CudaRoute& r, std::int64_t heads_batch, const std::string& reason) {
-    EXPECT_TRUE(r.tiled.wgmma);
-    EXPECT_FALSE(r.tiled.persistent) << r.plan.explain();
-    EXPECT_EQ(r.plan.workers, r.tiled.row_blocks * heads_batch);
-    EXPECT_TRUE(mentions(r.plan, "a block per tile")) << r.plan.explain();
-    EXPECT_TRUE(mentions(r.plan, reason)) << r.plan.explain();
-  };
-  AttentionOptions causal;
-  causal.causal = true;
-  expect_per_tile(plan_prefill(problem(1, 32, 8, 4096, 4096, 128, 128, DType::BFloat16, causal), h200_wgmma()), 8,
-                  "under causal masking the tiles differ in length");
-  expect_per_tile(plan_prefill(problem(4, 16, 16, 1024, 1024, 256, 256, DType::BFloat16), h200_wgmma()), 64,
-                  "this entry of kHopperConfigs keeps a block per tile");
-  expect_per_tile(plan_prefill(problem(1, 4, 4, 300, 300, 64, 64, DType::BFloat16), h200_wgmma()), 4,
-                  "fit one wave of 264 resident blocks");
-}
-
-// schedule_hopper switches one wgmma shape between the two grids (the benchmark's A/B).
-TEST(CudaTiledPlan, HopperScheduleEitherWay) {
-  const plan::Problem p = problem(32, 12, 12, 512, 512, 64, 64, DType::BFloat16);
-  plan::CudaRoute r = plan_prefill(p, h200_wgmma());
-  const std::int64_t tiles = r.tiled.row_blocks * 12 * 32;
-  plan::schedule_hopper(r.tiled, p, h200_wgmma(), false);
-  EXPECT_FALSE(r.tiled.persistent);
-  EXPECT_EQ(r.tiled.blocks, tiles);
-  const std::string line = plan::schedule_hopper(r.tiled, p, h200_wgmma(), true);
-  EXPECT_TRUE(r.tiled.persistent);
-  EXPECT_LT(r.tiled.blocks, tiles);
-  EXPECT_NE(line.find("persistent grid"), std::string::npos) << line;
 }
 
 // Each condition the wgmma kernel needs, with the mma.sync kernel and the reason otherwise.
