@@ -21,6 +21,7 @@
 #include "cuda/hopper.hpp"
 #include "cuda/hopper_wgmma.cuh"
 #include "cuda/tiled_kernel.cuh"
+#include "cuda/tma.cuh"
 
 namespace heed::cuda::hopper {
 
@@ -55,36 +56,11 @@ struct Traits {
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && Dv <= 256, "wgmma shapes and TMA boxes");
 };
 
-// mbarriers (shared::cta addresses).
-__device__ __forceinline__ void barrier_init(unsigned barrier, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(barrier), "r"(count) : "memory");
-}
-__device__ __forceinline__ void barrier_expect_bytes(unsigned barrier, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(barrier), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void barrier_arrive(unsigned barrier) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(barrier) : "memory");
-}
-__device__ __forceinline__ void barrier_wait(unsigned barrier, unsigned parity) {
-  unsigned done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(barrier), "r"(parity)
-        : "memory");
-  } while (done == 0);
-}
-
-// One TMA box (64 columns × rows of one (key head, batch)) into shared memory at `destination`.
-__device__ __forceinline__ void tma_load(unsigned destination, const CUtensorMap& map, unsigned barrier, int column,
-                                         int row, int head, int batch) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
-      "[%6];\n" ::"r"(destination),
-      "l"(reinterpret_cast<std::uint64_t>(&map)), "r"(column), "r"(row), "r"(head), "r"(batch), "r"(barrier)
-      : "memory");
-}
+// mbarriers and TMA loads: cuda/tma.cuh.
+using tma::barrier_arrive;
+using tma::barrier_expect_bytes;
+using tma::barrier_init;
+using tma::barrier_wait;
 
 // A wgmma shared-memory descriptor with the 128-byte swizzle: start address, leading and stride
 // byte offsets (each >> 4), layout type 1 in bits 62-63. K-major operands: stride = 1024 (8 rows
@@ -200,11 +176,11 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
         if (step >= kStages) barrier_wait(empty_k(stage), reuse);
         barrier_expect_bytes(full_k(stage), Tr::kKBytes);
 #pragma unroll
-        for (int p = 0; p < D / 64; ++p) tma_load(k_tile + p * Tr::kRingPanel, a.k_map, full_k(stage), 64 * p, n0, head, batch);
+        for (int p = 0; p < D / 64; ++p) tma::load_box(k_tile + p * Tr::kRingPanel, &a.k_map, full_k(stage), 64 * p, n0, head, batch);
         if (step >= kStages) barrier_wait(empty_v(stage), reuse);
         barrier_expect_bytes(full_v(stage), Tr::kVBytes);
 #pragma unroll
-        for (int p = 0; p < Dv / 64; ++p) tma_load(v_tile + p * Tr::kRingPanel, a.v_map, full_v(stage), 64 * p, n0, head, batch);
+        for (int p = 0; p < Dv / 64; ++p) tma::load_box(v_tile + p * Tr::kRingPanel, &a.v_map, full_v(stage), 64 * p, n0, head, batch);
       }
     }
   } else {

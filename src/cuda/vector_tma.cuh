@@ -26,6 +26,7 @@
 
 #include "core/format.hpp"
 #include "cuda/check.hpp"
+#include "cuda/tma.cuh"
 #include "cuda/vector_common.cuh"
 #include "cuda/vector_mma.cuh"
 #include "cuda/vector_tma.hpp"
@@ -58,33 +59,10 @@ struct StaticShared {
 };
 static_assert(sizeof(StaticShared) <= plan::cuda::kVectorTmaStaticSharedBytes);
 
-__device__ __forceinline__ void barrier_init(unsigned barrier, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(barrier), "r"(count) : "memory");
-}
-__device__ __forceinline__ void barrier_expect_bytes(unsigned barrier, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(barrier), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void barrier_wait(unsigned barrier, unsigned parity) {
-  unsigned done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(barrier), "r"(parity)
-        : "memory");
-  } while (done == 0);
-}
-
-// One box (64 columns × 16 keys of one key head and batch) into shared memory at `destination`,
-// completing on `barrier`.
-__device__ __forceinline__ void tma_load(unsigned destination, const CUtensorMap* map, unsigned barrier, int column,
-                                         int key, int head, int batch) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
-      "[%6];\n" ::"r"(destination),
-      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(column), "r"(key), "r"(head), "r"(batch), "r"(barrier)
-      : "memory");
-}
+// mbarriers and TMA loads (each box 64 columns × 16 keys of one key head and batch): cuda/tma.cuh.
+using tma::barrier_expect_bytes;
+using tma::barrier_init;
+using tma::barrier_wait;
 
 __device__ __forceinline__ void load_matrix(unsigned address, unsigned (&r)[4]) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -309,7 +287,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kClass, NT>)
     barrier_expect_bytes(barrier, kItemBytes);
 #pragma unroll
     for (int box = 0; box < kBoxes; ++box) {
-      tma_load(destination + box * kBoxBytes, map, barrier, box * kBoxColumns, key0, head, batch);
+      tma::load_box(destination + box * kBoxBytes, map, barrier, box * kBoxColumns, key0, head, batch);
     }
     issue_slot = issue_slot + 1 == ring_items ? 0 : issue_slot + 1;
   };

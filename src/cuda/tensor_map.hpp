@@ -1,0 +1,21 @@
+#pragma once
+// TMA tensor maps of a call's K or V, built on the host for each call (the Hopper tiled kernel
+// and the TMA vector kernel take them as __grid_constant__ parameters).
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "cuda/params.hpp"
+
+namespace heed::cuda {
+
+// The map of the first `keys` keys of one [B, Hkv, Lk, E] operand (E = `columns`, float16 or
+// bfloat16): dims (E, keys, Hkv, B), boxes of 64 columns × `box_keys` keys, 128-byte swizzle,
+// reads past either end as zeros. Sizes of 1 take a packed stride (any value does; the planner
+// checked the others: positive, multiples of 16 bytes, under 2^40). keys = 0 is described as 1
+// key: a kernel then loads no tile. `what` names the operand and its kernel in errors.
+CUtensorMap kv_tensor_map(const void* data, ElementType type, const Geometry& g, std::int64_t columns,
+                          std::int64_t keys, const Strides4& strides, int box_keys, const char* what);
+
+}  // namespace heed::cuda
