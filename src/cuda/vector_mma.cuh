@@ -247,6 +247,61 @@ struct Accumulators {
   unsigned p[NT][2];         // Pᵀ of the last K item as the B operand (keys 2tq.., keys 2tq + 8..)
 };
 
+// The online softmax of one K item, shared by the tensor-core decode kernels: the lane's scores
+// of keys key0 + gid and key0 + gid + 8 (s + s_odd: the two halves of the dimensions) for rows
+// nt·8 + 2tq + e, scaled to log2, plus array masks (kMasks), -inf outside each row's [lo, hi);
+// the running max and sum updated, the first kOutTiles O tiles rescaled, and Pᵀ kept as the
+// next V item's B operand.
+template <typename T, int NT, int kOutTiles, bool kMasks, typename Acc>
+__device__ __forceinline__ void softmax_item(const VectorArgs& a, const RowInfo* rows, const float (&s)[NT][4],
+                                             const float (&s_odd)[NT][4], int n_tiles, int key0,
+                                             std::int64_t key_begin, std::int64_t b, const int (&lo)[NT][2],
+                                             const int (&hi)[NT][2], int tq, int gid, Acc& acc) {
+  const int key_a = key0 + gid, key_b = key_a + 8;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    if (nt >= n_tiles) break;
+    float alpha[2], p_a[2], p_b[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const bool visible_a = key_a >= lo[nt][e] && key_a < hi[nt][e];
+      const bool visible_b = key_b >= lo[nt][e] && key_b < hi[nt][e];
+      float score_a = (s[nt][e] + s_odd[nt][e]) * a.scale_log2;
+      float score_b = (s[nt][2 + e] + s_odd[nt][2 + e]) * a.scale_log2;
+      if (kMasks && a.g.mask.kind != MaskType::None) {
+        const RowInfo& row = rows[nt * 8 + 2 * tq + e];
+        if (visible_a) score_a += mask_term(a.g.mask, b, row.head, row.position, key_begin + key_a) * kLog2e;
+        if (visible_b) score_b += mask_term(a.g.mask, b, row.head, row.position, key_begin + key_b) * kLog2e;
+      }
+      score_a = visible_a ? score_a : -INFINITY;
+      score_b = visible_b ? score_b : -INFINITY;
+      // The row's maximum over the item's 16 keys: lanes of the same tq hold the same rows.
+      float step_max = fmaxf(score_a, score_b);
+      step_max = fmaxf(step_max, __shfl_xor_sync(0xffffffffu, step_max, 4));
+      step_max = fmaxf(step_max, __shfl_xor_sync(0xffffffffu, step_max, 8));
+      step_max = fmaxf(step_max, __shfl_xor_sync(0xffffffffu, step_max, 16));
+      const float m_new = fmaxf(acc.m[nt][e], step_max);
+      const bool none = m_new == -INFINITY;
+      alpha[e] = none ? 1.0f : fast_exp2(acc.m[nt][e] - m_new);
+      p_a[e] = none ? 0.0f : fast_exp2(score_a - m_new);
+      p_b[e] = none ? 0.0f : fast_exp2(score_b - m_new);
+      acc.l[nt][e] = acc.l[nt][e] * alpha[e] + p_a[e] + p_b[e];
+      acc.m[nt][e] = m_new;
+    }
+#pragma unroll
+    for (int t = 0; t < kOutTiles; ++t) {
+      acc.o[nt][t][0] *= alpha[0];
+      acc.o[nt][t][1] *= alpha[1];
+      acc.o[nt][t][2] *= alpha[0];
+      acc.o[nt][t][3] *= alpha[1];
+    }
+    // Sᵀ's fragment (key gid / gid + 8, rows 2tq, 2tq + 1) transposed into Pᵀ's B operand
+    // (keys 2tq, 2tq + 1 / 2tq + 8, 2tq + 9, row gid).
+    acc.p[nt][0] = transpose_8x8(pack<T>(p_a[0], p_a[1]));
+    acc.p[nt][1] = transpose_8x8(pack<T>(p_b[0], p_b[1]));
+  }
+}
+
 // Scores of one K item for the lane's (key, row) pairs, masked, then the online softmax and
 // Pᵀ as the next V item's B operand.
 template <typename T, int KC, int VC, int NT, bool kFast>
@@ -272,49 +327,7 @@ __device__ __forceinline__ void consume_keys(const VectorArgs& a, const StaticSh
       mma<T>(s_odd[nt], k_low.z, k_high.z, k_low.w, k_high.w, q.z, q.w);
     }
   }
-  const int key_a = key0 + gid, key_b = key_a + 8;
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    if (nt >= n_tiles) break;
-    float alpha[2], p_a[2], p_b[2];
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const bool visible_a = key_a >= lo[nt][e] && key_a < hi[nt][e];
-      const bool visible_b = key_b >= lo[nt][e] && key_b < hi[nt][e];
-      float score_a = (s[nt][e] + s_odd[nt][e]) * a.scale_log2;
-      float score_b = (s[nt][2 + e] + s_odd[nt][2 + e]) * a.scale_log2;
-      if (!kFast && a.g.mask.kind != MaskType::None) {
-        const RowInfo& row = sh.rows[nt * 8 + 2 * tq + e];
-        if (visible_a) score_a += mask_term(a.g.mask, b, row.head, row.position, key_begin + key_a) * kLog2e;
-        if (visible_b) score_b += mask_term(a.g.mask, b, row.head, row.position, key_begin + key_b) * kLog2e;
-      }
-      score_a = visible_a ? score_a : -INFINITY;
-      score_b = visible_b ? score_b : -INFINITY;
-      // The row's maximum over the item's 16 keys: lanes of the same tq hold the same rows.
-      float step_max = fmaxf(score_a, score_b);
-      step_max = fmaxf(step_max, __shfl_xor_sync(0xffffffffu, step_max, 4));
-      step_max = fmaxf(step_max, __shfl_xor_sync(0xffffffffu, step_max, 8));
-      step_max = fmaxf(step_max, __shfl_xor_sync(0xffffffffu, step_max, 16));
-      const float m_new = fmaxf(acc.m[nt][e], step_max);
-      const bool none = m_new == -INFINITY;
-      alpha[e] = none ? 1.0f : fast_exp2(acc.m[nt][e] - m_new);
-      p_a[e] = none ? 0.0f : fast_exp2(score_a - m_new);
-      p_b[e] = none ? 0.0f : fast_exp2(score_b - m_new);
-      acc.l[nt][e] = acc.l[nt][e] * alpha[e] + p_a[e] + p_b[e];
-      acc.m[nt][e] = m_new;
-    }
-#pragma unroll
-    for (int t = 0; t < 4 * VC; ++t) {
-      acc.o[nt][t][0] *= alpha[0];
-      acc.o[nt][t][1] *= alpha[1];
-      acc.o[nt][t][2] *= alpha[0];
-      acc.o[nt][t][3] *= alpha[1];
-    }
-    // Sᵀ's fragment (key gid / gid + 8, rows 2tq, 2tq + 1) transposed into Pᵀ's B operand
-    // (keys 2tq, 2tq + 1 / 2tq + 8, 2tq + 9, row gid).
-    acc.p[nt][0] = transpose_8x8(pack<T>(p_a[0], p_a[1]));
-    acc.p[nt][1] = transpose_8x8(pack<T>(p_b[0], p_b[1]));
-  }
+  softmax_item<T, NT, 4 * VC, !kFast>(a, sh.rows, s, s_odd, n_tiles, key0, key_begin, b, lo, hi, tq, gid, acc);
 }
 
 // Oᵀ += Vᵀ · Pᵀ for one V item.

@@ -139,49 +139,8 @@ __device__ __forceinline__ void consume_keys(const VectorArgs& a, const StaticSh
       mma<T>(s_odd[nt], k_odd[0], k_odd[1], k_odd[2], k_odd[3], q.z, q.w);
     }
   }
-  const int key_a = key0 + gid, key_b = key_a + 8;
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    if (nt >= n_tiles) break;
-    float alpha[2], p_a[2], p_b[2];
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const bool visible_a = key_a >= lo[nt][e] && key_a < hi[nt][e];
-      const bool visible_b = key_b >= lo[nt][e] && key_b < hi[nt][e];
-      float score_a = (s[nt][e] + s_odd[nt][e]) * a.scale_log2;
-      float score_b = (s[nt][2 + e] + s_odd[nt][2 + e]) * a.scale_log2;
-      if (a.g.mask.kind != MaskType::None) {
-        const RowInfo& row = sh.rows[nt * 8 + 2 * tq + e];
-        if (visible_a) score_a += mask_term(a.g.mask, b, row.head, row.position, key_begin + key_a) * kLog2e;
-        if (visible_b) score_b += mask_term(a.g.mask, b, row.head, row.position, key_begin + key_b) * kLog2e;
-      }
-      score_a = visible_a ? score_a : -INFINITY;
-      score_b = visible_b ? score_b : -INFINITY;
-      // The row's maximum over the item's 16 keys: lanes of the same tq hold the same rows.
-      float step_max = fmaxf(score_a, score_b);
-      step_max = fmaxf(step_max, __shfl_xor_sync(0xffffffffu, step_max, 4));
-      step_max = fmaxf(step_max, __shfl_xor_sync(0xffffffffu, step_max, 8));
-      step_max = fmaxf(step_max, __shfl_xor_sync(0xffffffffu, step_max, 16));
-      const float m_new = fmaxf(acc.m[nt][e], step_max);
-      const bool none = m_new == -INFINITY;
-      alpha[e] = none ? 1.0f : fast_exp2(acc.m[nt][e] - m_new);
-      p_a[e] = none ? 0.0f : fast_exp2(score_a - m_new);
-      p_b[e] = none ? 0.0f : fast_exp2(score_b - m_new);
-      acc.l[nt][e] = acc.l[nt][e] * alpha[e] + p_a[e] + p_b[e];
-      acc.m[nt][e] = m_new;
-    }
-#pragma unroll
-    for (int t = 0; t < kClass / 16; ++t) {
-      acc.o[nt][t][0] *= alpha[0];
-      acc.o[nt][t][1] *= alpha[1];
-      acc.o[nt][t][2] *= alpha[0];
-      acc.o[nt][t][3] *= alpha[1];
-    }
-    // Sᵀ's fragment (key gid / gid + 8, rows 2tq, 2tq + 1) transposed into Pᵀ's B operand
-    // (keys 2tq, 2tq + 1 / 2tq + 8, 2tq + 9, row gid).
-    acc.p[nt][0] = transpose_8x8(pack<T>(p_a[0], p_a[1]));
-    acc.p[nt][1] = transpose_8x8(pack<T>(p_b[0], p_b[1]));
-  }
+  vector_mma::softmax_item<T, NT, kClass / 16, true>(a, sh.rows, s, s_odd, n_tiles, key0, key_begin, b, lo, hi,
+                                                     tq, gid, acc);
 }
 
 // Oᵀ += Vᵀ · Pᵀ for one V item: one transposed x4 load per 16-column m-tile.
