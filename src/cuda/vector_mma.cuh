@@ -247,6 +247,42 @@ struct Accumulators {
   unsigned p[NT][2];         // Pᵀ of the last K item as the B operand (keys 2tq.., keys 2tq + 8..)
 };
 
+// This block's keys: its partition of the span, narrowed to what the tile's rows see (from
+// key_begin; returns their count). lo / hi: the keys [lo, hi), relative to key_begin, that each
+// of this lane's rows (nt·8 + 2tq + e) sees; 0, 0 past the tile's rows.
+template <int NT>
+__device__ __forceinline__ int partition_keys(const VectorArgs& a, const RowInfo* rows, int tile_rows,
+                                              std::int64_t part, int tq, std::int64_t& key_begin,
+                                              int (&lo)[NT][2], int (&hi)[NT][2]) {
+  key_begin = a.span_begin + part * a.keys_per_partition;
+  std::int64_t key_end = min(a.span_end, key_begin + a.keys_per_partition);
+  {
+    std::int64_t first = key_end, last = key_begin;
+    for (int r = 0; r < tile_rows; ++r) {
+      if (rows[r].begin < rows[r].end) {
+        first = min(first, rows[r].begin);
+        last = max(last, rows[r].end);
+      }
+    }
+    key_begin = max(key_begin, first);
+    key_end = min(key_end, last);
+  }
+  const int keys = key_begin < key_end ? static_cast<int>(key_end - key_begin) : 0;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int r = nt * 8 + 2 * tq + e;
+      lo[nt][e] = hi[nt][e] = 0;
+      if (r < tile_rows) {
+        lo[nt][e] = static_cast<int>(min(max(rows[r].begin - key_begin, std::int64_t{0}), std::int64_t{keys}));
+        hi[nt][e] = static_cast<int>(min(max(rows[r].end - key_begin, std::int64_t{0}), std::int64_t{keys}));
+      }
+    }
+  }
+  return keys;
+}
+
 // The online softmax of one K item, shared by the tensor-core decode kernels: the lane's scores
 // of keys key0 + gid and key0 + gid + 8 (s + s_odd: the two halves of the dimensions) for rows
 // nt·8 + 2tq + e, scaled to log2, plus array masks (kMasks), -inf outside each row's [lo, hi);
@@ -386,34 +422,9 @@ __global__ void __launch_bounds__(kThreads) vector_mma_kernel(const VectorArgs a
   __syncthreads();
 
   // This block's keys: its partition, narrowed to what the tile's rows can see.
-  std::int64_t key_begin = a.span_begin + part * a.keys_per_partition;
-  std::int64_t key_end = min(a.span_end, key_begin + a.keys_per_partition);
-  {
-    std::int64_t lo = key_end, hi = key_begin;
-    for (int r = 0; r < tile_rows; ++r) {
-      if (sh.rows[r].begin < sh.rows[r].end) {
-        lo = min(lo, sh.rows[r].begin);
-        hi = max(hi, sh.rows[r].end);
-      }
-    }
-    key_begin = max(key_begin, lo);
-    key_end = min(key_end, hi);
-  }
-  const int keys = key_begin < key_end ? static_cast<int>(key_end - key_begin) : 0;
-  // The keys [lo, hi) (relative to key_begin) each of this lane's rows sees.
+  std::int64_t key_begin = 0;
   int lo[NT][2], hi[NT][2];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int r = nt * 8 + 2 * tq + e;
-      lo[nt][e] = hi[nt][e] = 0;
-      if (r < tile_rows) {
-        lo[nt][e] = static_cast<int>(min(max(sh.rows[r].begin - key_begin, std::int64_t{0}), std::int64_t{keys}));
-        hi[nt][e] = static_cast<int>(min(max(sh.rows[r].end - key_begin, std::int64_t{0}), std::int64_t{keys}));
-      }
-    }
-  }
+  const int keys = partition_keys<NT>(a, sh.rows, tile_rows, part, tq, key_begin, lo, hi);
 
   const int ring_items = a.ring_items;
   const unsigned ring_base = static_cast<unsigned>(__cvta_generic_to_shared(shared));

@@ -201,34 +201,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kClass, NT>)
   __syncthreads();
 
   // This block's keys: its partition, narrowed to what the tile's rows can see.
-  std::int64_t key_begin = a.span_begin + part * a.keys_per_partition;
-  std::int64_t key_end = min(a.span_end, key_begin + a.keys_per_partition);
-  {
-    std::int64_t lo = key_end, hi = key_begin;
-    for (int r = 0; r < tile_rows; ++r) {
-      if (sh.rows[r].begin < sh.rows[r].end) {
-        lo = min(lo, sh.rows[r].begin);
-        hi = max(hi, sh.rows[r].end);
-      }
-    }
-    key_begin = max(key_begin, lo);
-    key_end = min(key_end, hi);
-  }
-  const int keys = key_begin < key_end ? static_cast<int>(key_end - key_begin) : 0;
-  // The keys [lo, hi) (relative to key_begin) each of this lane's rows sees.
+  std::int64_t key_begin = 0;
   int lo[NT][2], hi[NT][2];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int r = nt * 8 + 2 * tq + e;
-      lo[nt][e] = hi[nt][e] = 0;
-      if (r < tile_rows) {
-        lo[nt][e] = static_cast<int>(min(max(sh.rows[r].begin - key_begin, std::int64_t{0}), std::int64_t{keys}));
-        hi[nt][e] = static_cast<int>(min(max(sh.rows[r].end - key_begin, std::int64_t{0}), std::int64_t{keys}));
-      }
-    }
-  }
+  const int keys = vector_mma::partition_keys<NT>(a, sh.rows, tile_rows, part, tq, key_begin, lo, hi);
 
   // This warp's tiles (16 keys each; tile t of the block goes to warp t % kWarps) as K and V items.
   constexpr int kBlockStep = kWarps * kTileKeys;
