@@ -247,6 +247,32 @@ struct Accumulators {
   unsigned p[NT][2];         // Pᵀ of the last K item as the B operand (keys 2tq.., keys 2tq + 8..)
 };
 
+// The warps' partial rows (max, sum and `columns` output columns each, warp_out's rows
+// kRowsPerWarp per warp, kClass floats apart) merged exactly; each row written out, or as this
+// partition's partial (store_block_row).
+template <typename T, int kRowsPerWarp, int kClass>
+__device__ __forceinline__ void merge_warps(const VectorArgs& a, std::int64_t b, std::int64_t kv_head,
+                                            std::int64_t part, std::int64_t row0, const RowInfo* rows,
+                                            int tile_rows, int columns, const float (&warp_m)[kWarps][kMaxRows],
+                                            const float (&warp_l)[kWarps][kMaxRows], const float* warp_out) {
+  for (int index = threadIdx.x; index < tile_rows * columns; index += kThreads) {
+    const int r = index / columns, d = index % columns;
+    float m_all = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, warp_m[w][r]);
+    float l_all = 0.0f, o = 0.0f;
+    if (m_all != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float weight = exp2f(warp_m[w][r] - m_all);
+        l_all += warp_l[w][r] * weight;
+        o += warp_out[(w * kRowsPerWarp + r) * kClass + d] * weight;
+      }
+    }
+    store_block_row<T>(a, b, kv_head, part, row0 + r, rows[r], d, m_all, l_all, o);
+  }
+}
+
 // This block's keys: its partition of the span, narrowed to what the tile's rows see (from
 // key_begin; returns their count). lo / hi: the keys [lo, hi), relative to key_begin, that each
 // of this lane's rows (nt·8 + 2tq + e) sees; 0, 0 past the tile's rows.
@@ -547,23 +573,8 @@ __global__ void __launch_bounds__(kThreads) vector_mma_kernel(const VectorArgs a
   __syncthreads();
 
   // The warps' partial rows merged exactly; written out, or as this partition's partial.
-  const int dv = static_cast<int>(g.value_dim);
-  for (int index = threadIdx.x; index < tile_rows * dv; index += kThreads) {
-    const int r = index / dv, d = index % dv;
-    float m_all = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, sh.warp_m[w][r]);
-    float l_all = 0.0f, o = 0.0f;
-    if (m_all != -INFINITY) {
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float weight = exp2f(sh.warp_m[w][r] - m_all);
-        l_all += sh.warp_l[w][r] * weight;
-        o += warp_out[(w * kRowsPerWarp + r) * kClass + d] * weight;
-      }
-    }
-    store_block_row<T>(a, b, kv_head, part, row0 + r, sh.rows[r], d, m_all, l_all, o);
-  }
+  merge_warps<T, kRowsPerWarp, kClass>(a, b, kv_head, part, row0, sh.rows, tile_rows, static_cast<int>(g.value_dim),
+                                       sh.warp_m, sh.warp_l, warp_out);
 }
 
 template <typename T, int kClass, int NT, bool kFast>

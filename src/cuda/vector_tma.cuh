@@ -319,22 +319,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kClass, NT>)
   __syncthreads();
 
   // The warps' partial rows merged exactly; written out, or as this partition's partial.
-  for (int index = threadIdx.x; index < tile_rows * kClass; index += kThreads) {
-    const int r = index / kClass, d = index % kClass;
-    float m_all = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, sh.warp_m[w][r]);
-    float l_all = 0.0f, o = 0.0f;
-    if (m_all != -INFINITY) {
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float weight = exp2f(sh.warp_m[w][r] - m_all);
-        l_all += sh.warp_l[w][r] * weight;
-        o += warp_out[(w * kRowsPerWarp + r) * kClass + d] * weight;
-      }
-    }
-    store_block_row<T>(a, b, kv_head, part, row0 + r, sh.rows[r], d, m_all, l_all, o);
-  }
+  vector_mma::merge_warps<T, kRowsPerWarp, kClass>(a, b, kv_head, part, row0, sh.rows, tile_rows, kClass, sh.warp_m,
+                                                   sh.warp_l, warp_out);
 #else
   __trap();  // planned on 9.0 devices only
 #endif
