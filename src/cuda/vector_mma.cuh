@@ -239,12 +239,41 @@ __device__ __forceinline__ uint4 load_shared(unsigned address) {
   return v;
 }
 
-// The online-softmax state of this lane's rows (nt·8 + 2tq + e) and its share of Oᵀ.
+// The online-softmax state of this lane's rows (nt·8 + 2tq + e) and its share of Oᵀ (the TMA
+// kernel's tiles are 16 columns wide instead: [2] is column c + 8).
 template <int NT, int VC>
 struct Accumulators {
   float m[NT][2], l[NT][2];  // l: this lane's keys only until the end
   float o[NT][4 * VC][4];    // Oᵀ tiles: [0] (column c, row 2tq), [1] (c, 2tq + 1), [2] (c + 1, 2tq), [3]
   unsigned p[NT][2];         // Pᵀ of the last K item as the B operand (keys 2tq.., keys 2tq + 8..)
+
+  // No key seen: m = -inf, l = 0, O = 0.
+  __device__ __forceinline__ void reset() {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        m[nt][e] = -INFINITY;
+        l[nt][e] = 0.0f;
+      }
+      p[nt][0] = p[nt][1] = 0;
+#pragma unroll
+      for (int t = 0; t < 4 * VC; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[nt][t][e] = 0.0f;
+    }
+  }
+  // Each row's sum over the warp's keys (lanes of the same tq hold the same rows).
+  __device__ __forceinline__ void sum_over_warp() {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        l[nt][e] += __shfl_xor_sync(0xffffffffu, l[nt][e], 4);
+        l[nt][e] += __shfl_xor_sync(0xffffffffu, l[nt][e], 8);
+        l[nt][e] += __shfl_xor_sync(0xffffffffu, l[nt][e], 16);
+      }
+  }
 };
 
 // The warps' partial rows (max, sum and `columns` output columns each, warp_out's rows
@@ -504,19 +533,7 @@ __global__ void __launch_bounds__(kThreads) vector_mma_kernel(const VectorArgs a
   __syncthreads();
 
   Accumulators<NT, VC> acc;
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      acc.m[nt][e] = -INFINITY;
-      acc.l[nt][e] = 0.0f;
-    }
-    acc.p[nt][0] = acc.p[nt][1] = 0;
-#pragma unroll
-    for (int t = 0; t < 4 * VC; ++t)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc.o[nt][t][e] = 0.0f;
-  }
+  acc.reset();
   const unsigned lane_offset = static_cast<unsigned>(lane) * 16;
   int read_slot = 0;
   for (int item = 0; item < items; ++item) {
@@ -535,15 +552,7 @@ __global__ void __launch_bounds__(kThreads) vector_mma_kernel(const VectorArgs a
   }
   wait_async<0>();
 
-  // Each row's sum over the warp's keys (lanes of the same tq hold the same rows).
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      acc.l[nt][e] += __shfl_xor_sync(0xffffffffu, acc.l[nt][e], 4);
-      acc.l[nt][e] += __shfl_xor_sync(0xffffffffu, acc.l[nt][e], 8);
-      acc.l[nt][e] += __shfl_xor_sync(0xffffffffu, acc.l[nt][e], 16);
-    }
+  acc.sum_over_warp();
   __syncthreads();  // every warp is done with the ring: it becomes warp_out
   // warp_out[warp][row][column], float32, rows of the tile, columns in the caller's order.
   float* warp_out = reinterpret_cast<float*>(shared);

@@ -103,13 +103,10 @@ __device__ __forceinline__ FragmentAddresses fragment_addresses(int lane) {
   return f;
 }
 
-// The online-softmax state of this lane's rows (nt·8 + 2tq + e) and its share of Oᵀ.
-template <int NT, int kSteps>
-struct Accumulators {
-  float m[NT][2], l[NT][2];  // l: this lane's keys only until the end
-  float o[NT][kSteps][4];    // Oᵀ m-tiles: [0] (column c, row 2tq), [1] (c, 2tq + 1), [2] (c + 8, 2tq), [3]
-  unsigned p[NT][2];         // Pᵀ of the last K item as the B operand (keys 2tq.., keys 2tq + 8..)
-};
+// The online-softmax state of this lane's rows and its share of Oᵀ: kClass / 16 m-tiles of 16
+// columns ([0] (column c, row 2tq), [1] (c, 2tq + 1), [2] (c + 8, 2tq), [3] (c + 8, 2tq + 1)).
+template <int NT, int kClass>
+using Accumulators = vector_mma::Accumulators<NT, kClass / 64>;
 
 // Scores of one K item for the lane's (key, row) pairs, masked, then the online softmax and
 // Pᵀ as the next V item's B operand.
@@ -118,7 +115,7 @@ __device__ __forceinline__ void consume_keys(const VectorArgs& a, const StaticSh
                                              const FragmentAddresses& f, unsigned q_lane, int n_tiles, int key0,
                                              std::int64_t key_begin, std::int64_t b, const int (&lo)[NT][2],
                                              const int (&hi)[NT][2], int tq, int gid,
-                                             Accumulators<NT, kClass / 16>& acc) {
+                                             Accumulators<NT, kClass>& acc) {
   constexpr int kPairs = kClass / 32;  // pairs of 16-dim steps; q holds one 16-byte chunk per pair
   float s[NT][4], s_odd[NT][4];
 #pragma unroll
@@ -146,7 +143,7 @@ __device__ __forceinline__ void consume_keys(const VectorArgs& a, const StaticSh
 // Oᵀ += Vᵀ · Pᵀ for one V item: one transposed x4 load per 16-column m-tile.
 template <typename T, int kClass, int NT>
 __device__ __forceinline__ void consume_values(unsigned item, const FragmentAddresses& f, int n_tiles,
-                                               Accumulators<NT, kClass / 16>& acc) {
+                                               Accumulators<NT, kClass>& acc) {
 #pragma unroll
   for (int t = 0; t < kClass / 16; ++t) {
     unsigned v[4];
@@ -248,20 +245,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kClass, NT>)
   }
   __syncthreads();
 
-  Accumulators<NT, kClass / 16> acc;
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      acc.m[nt][e] = -INFINITY;
-      acc.l[nt][e] = 0.0f;
-    }
-    acc.p[nt][0] = acc.p[nt][1] = 0;
-#pragma unroll
-    for (int t = 0; t < kClass / 16; ++t)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc.o[nt][t][e] = 0.0f;
-  }
+  Accumulators<NT, kClass> acc;
+  acc.reset();
   const FragmentAddresses f = fragment_addresses(lane);
   const unsigned q_lane = q_base + static_cast<unsigned>(lane) * 16;
   int read_slot = 0;
@@ -284,15 +269,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kClass, NT>)
     }
   }
 
-  // Each row's sum over the warp's keys (lanes of the same tq hold the same rows).
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      acc.l[nt][e] += __shfl_xor_sync(0xffffffffu, acc.l[nt][e], 4);
-      acc.l[nt][e] += __shfl_xor_sync(0xffffffffu, acc.l[nt][e], 8);
-      acc.l[nt][e] += __shfl_xor_sync(0xffffffffu, acc.l[nt][e], 16);
-    }
+  acc.sum_over_warp();
   __syncthreads();  // every warp is done with the ring: it becomes warp_out
   // warp_out[warp][row][column], float32, the tile's rows.
   auto* warp_out = reinterpret_cast<float*>(shared_raw + (base - raw));
