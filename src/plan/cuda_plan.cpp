@@ -172,7 +172,7 @@ std::optional<VectorFit> fit_vector_tma(const Problem& p, const CudaDeviceInfo& 
   s.k_steps = static_cast<int>(p.head_dim / 32);
   s.v_steps = static_cast<int>(p.value_dim / 64);
   fit_mma_rows(fit, p);
-  const int blocks = std::min(tuning.blocks_per_sm > 0 ? tuning.blocks_per_sm : kVectorTmaBlocksPerSm,
+  const int blocks = std::min(tuning.blocks_per_sm > 0 ? tuning.blocks_per_sm : vector_tma_blocks_per_sm(s.head_class),
                               vector_tma_register_blocks(s.head_class, s.row_tile));
   if (!fit_ring(s, device, blocks)) return std::nullopt;
   return fit;

@@ -110,13 +110,16 @@ inline constexpr std::int64_t kVectorTmaAlignBytes = 1024;
 // Static shared memory of the kernel (one mbarrier per ring slot of each warp, its rows' bounds,
 // the warps' max and sum), an upper bound the kernel asserts.
 inline constexpr std::int64_t kVectorTmaStaticSharedBytes = 2048;
-// Blocks per SM the ring is sized for (as many ring items as fit, up to 12): 2. The same run's
-// lines at 1, 3 and 4 blocks (partitions re-planned for each) stayed within a few percent on
-// the many-group cases (B 16 × 8k 3.71 / 3.67 / 3.73 against 3.67; B 64 × 4k 3.64 / 3.86 /
-// 4.09 against 3.99, where 4 blocks fill one wave of 512), but those lines (and the B 1 ones)
-// merged their partitions in the kernel (the fused merge below, costly at many partitions),
-// so the count is not separated from it. Half the ring at 2 blocks: within 2.5% everywhere.
-inline constexpr int kVectorTmaBlocksPerSm = 2;
+// Blocks per SM the ring is sized for (as many ring items as fit, up to 12): 4 at head class
+// 128, 2 at 64 and 256 (then no more than the registers allow). At b94ab62 the lines at 1, 3
+// and 4 blocks stayed within a few percent on the many-group cases (B 16 × 8k 3.71 / 3.67 /
+// 3.73 against 3.67 at 2; B 64 × 4k 3.64 / 3.86 / 4.09 against 3.99, where 4 blocks fill one
+// wave of 512), but merged their partitions in the kernel (the fused merge below). At 6b3be1e,
+// with the merge launch, back to back, 1 / 3 / 4 blocks against 2: B 16 × 8k 3.69 / 3.75 /
+// 3.79 against 3.69; B 64 × 4k 3.64 / 3.80 / 4.08 against 3.99; B 1 × 32k 2.84 / 3.06 / 3.05
+// against 3.03; 16/2 heads D 256 × 131k 3.32 / 3.10 / - against 3.34. Class 64 has no
+// measured case and keeps 2. Half the ring at 2 blocks: within 2.5% everywhere.
+constexpr int vector_tma_blocks_per_sm(int head_class) { return head_class == 128 ? 4 : 2; }
 // Blocks per SM that the kernel's registers allow, by head class and row tile (8 or 16 rows):
 // nvcc 13.0 -Xptxas -v, sm_90a, bfloat16, without spills: 75 / 108 registers at class 64,
 // 106 / 143 at 128, 124 / 213 at 256, so 65536 / (128 threads × registers) blocks. The

@@ -295,19 +295,20 @@ plan::CudaRoute plan_on(const plan::CudaDeviceInfo& device, std::int64_t batch, 
 }
 
 TEST(CudaPlan, TheTmaKernelServesHalvesOfClassSizesOnHopper) {
-  // The four decode targets of issue 4: every group size on the TMA kernel, 2 blocks per SM.
+  // The four decode targets of issue 4: every group size on the TMA kernel, 4 blocks per SM at
+  // head class 128, 2 at 256.
   const plan::CudaRoute b1 = plan_on(h200_tma(), 1, 32, 8, 32768, 128, DType::BFloat16);
   EXPECT_EQ(b1.plan.kernel_name, "heed_cuda_vector_tma_bf16");
   EXPECT_TRUE(b1.vector.tma);
   EXPECT_TRUE(b1.vector.tensor_cores);
   EXPECT_EQ(b1.vector.head_class, 128);
   EXPECT_EQ(b1.vector.row_tile, 8);
-  EXPECT_EQ(b1.vector.blocks_per_sm, 2);
-  EXPECT_EQ(b1.vector.ring_items, 6);
-  EXPECT_EQ(b1.vector.shared_bytes, 6 * 4 * 4096 + 2 * 4 * 512 + 1024);  // ring, q, the swizzle's alignment
-  // 8 groups over 264 slots: 33 partitions of 1008 keys (whole 16-key tiles), one wave.
-  EXPECT_EQ(b1.vector.keys_per_partition, 1008);
-  EXPECT_EQ(b1.vector.partitions, 33);
+  EXPECT_EQ(b1.vector.blocks_per_sm, 4);
+  EXPECT_EQ(b1.vector.ring_items, 3);
+  EXPECT_EQ(b1.vector.shared_bytes, 3 * 4 * 4096 + 2 * 4 * 512 + 1024);  // ring, q, the swizzle's alignment
+  // 8 groups over 528 slots: 64 partitions of 512 keys (whole 16-key tiles), one wave.
+  EXPECT_EQ(b1.vector.keys_per_partition, 512);
+  EXPECT_EQ(b1.vector.partitions, 64);
   EXPECT_NE(b1.plan.explain().find("loads: TMA"), std::string::npos) << b1.plan.explain();
   EXPECT_EQ(plan_on(h200_tma(), 16, 32, 8, 8192, 128, DType::BFloat16).plan.kernel_name, "heed_cuda_vector_tma_bf16");
   EXPECT_EQ(plan_on(h200_tma(), 64, 32, 8, 4096, 128, DType::Float16).plan.kernel_name, "heed_cuda_vector_tma_f16");
@@ -347,7 +348,7 @@ TEST(CudaPlan, TheTmaKernelsPartitionsMergeInADependentLaunch) {
   EXPECT_TRUE(r.vector.dependent_merge);
   EXPECT_EQ(std::get<route::Vector>(r.plan.kernel).passes, 2);
   EXPECT_EQ(r.merge_kernel_name, "heed_cuda_vector_merge_bf16");
-  EXPECT_EQ(r.plan.scratch_bytes, 8u * 4 * 33 * 130 * 4);  // partials of 33 partitions
+  EXPECT_EQ(r.plan.scratch_bytes, 8u * 4 * 64 * 130 * 4);  // partials of 64 partitions
   // One partition: nothing to merge, no scratch; B 64 x 8 key heads run one partition each.
   const plan::CudaRoute single = plan_on(h200_tma(), 1, 32, 8, 32768, 128, DType::BFloat16, {1});
   EXPECT_EQ(std::get<route::Vector>(single.plan.kernel).passes, 1);
