@@ -39,34 +39,6 @@ bool empty_output(const CaseSpec& spec) {
   return spec.batch == 0 || spec.q_heads == 0 || spec.q_len == 0 || spec.value_dim == 0;
 }
 
-// A host problem's tensors on the device; the output poisoned first.
-struct DeviceProblem {
-  explicit DeviceProblem(Problem& host) : problem(host) {
-    host.out().poison();
-    out_before = host.out().storage();
-    q = std::make_unique<DeviceTensor>(host.q());
-    k = std::make_unique<DeviceTensor>(host.k());
-    v = std::make_unique<DeviceTensor>(host.v());
-    out = std::make_unique<DeviceTensor>(host.out());
-    options = host.options();
-    if (options.mask) {
-      mask = std::make_unique<DeviceTensor>(*options.mask);
-      options.mask = mask->view();
-    }
-    if (options.sinks) {
-      sinks = std::make_unique<DeviceTensor>(*options.sinks);
-      options.sinks = sinks->view();
-    }
-  }
-  AttentionPlan plan() const { return plan_attention(q->view(), k->view(), v->view(), options); }
-  void run(Stream stream = {}) { attention(q->view(), k->view(), v->view(), out->view(), problem.scale(), options, stream); }
-
-  Problem& problem;
-  std::vector<unsigned char> out_before;
-  std::unique_ptr<DeviceTensor> q, k, v, out, mask, sinks;
-  AttentionOptions options;
-};
-
 // Bytes of `after` outside the elements of `view` equal `before`.
 ::testing::AssertionResult gaps_equal(const TensorView& view, const unsigned char* base,
                                       const std::vector<unsigned char>& before,

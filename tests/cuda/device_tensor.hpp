@@ -5,8 +5,11 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "heed/heed.hpp"
+#include "support/problem.hpp"
 #include "support/support.hpp"
 
 namespace heed::test {
@@ -33,6 +36,34 @@ class DeviceTensor {
   std::size_t bytes_ = 0;
   std::ptrdiff_t view_offset_ = 0;  // bytes from storage_ to view_.data
   TensorView view_;
+};
+
+// A host problem's tensors on the device; the output poisoned first.
+struct DeviceProblem {
+  explicit DeviceProblem(Problem& host) : problem(host) {
+    host.out().poison();
+    out_before = host.out().storage();
+    q = std::make_unique<DeviceTensor>(host.q());
+    k = std::make_unique<DeviceTensor>(host.k());
+    v = std::make_unique<DeviceTensor>(host.v());
+    out = std::make_unique<DeviceTensor>(host.out());
+    options = host.options();
+    if (options.mask) {
+      mask = std::make_unique<DeviceTensor>(*options.mask);
+      options.mask = mask->view();
+    }
+    if (options.sinks) {
+      sinks = std::make_unique<DeviceTensor>(*options.sinks);
+      options.sinks = sinks->view();
+    }
+  }
+  AttentionPlan plan() const { return plan_attention(q->view(), k->view(), v->view(), options); }
+  void run(Stream stream = {}) { attention(q->view(), k->view(), v->view(), out->view(), problem.scale(), options, stream); }
+
+  Problem& problem;
+  std::vector<unsigned char> out_before;
+  std::unique_ptr<DeviceTensor> q, k, v, out, mask, sinks;
+  AttentionOptions options;
 };
 
 // Fails the test on a CUDA error.

@@ -38,28 +38,18 @@ plan::CudaVectorTuning tuned(std::int64_t partitions, int ring_items, int blocks
 // Plans `spec` with `tuning`, runs it on device copies (output poisoned) and compares.
 void check_tuned(const CaseSpec& spec, const plan::CudaVectorTuning& tuning) {
   const auto problem = make_problem(spec);
-  problem->out().poison();
-  DeviceTensor q(problem->q()), k(problem->k()), v(problem->v()), out(problem->out());
-  AttentionOptions options = problem->options();
-  std::unique_ptr<DeviceTensor> mask, sinks;
-  if (options.mask) {
-    mask = std::make_unique<DeviceTensor>(*options.mask);
-    options.mask = mask->view();
-  }
-  if (options.sinks) {
-    sinks = std::make_unique<DeviceTensor>(*options.sinks);
-    options.sinks = sinks->view();
-  }
+  DeviceProblem device(*problem);
   const Device gpu = Device::cuda(0);
-  const plan::Problem shapes = plan::validate_views(q.view(), k.view(), v.view(), options);
+  const plan::Problem shapes = plan::validate_views(device.q->view(), device.k->view(), device.v->view(), device.options);
   const plan::CudaRoute route = plan::plan_cuda(shapes, cuda::device_info(gpu, "vector_variants_test"), tuning);
   SCOPED_TRACE(route.plan.to_json());
   ASSERT_TRUE(std::holds_alternative<route::Vector>(route.plan.kernel));
   if (tuning.partitions > 0) EXPECT_LE(route.vector.partitions, tuning.partitions);  // whole tiles on TMA
-  cuda::run_attention(q.view(), k.view(), v.view(), out.view(), problem->scale(), options, route, nullptr);
+  cuda::run_attention(device.q->view(), device.k->view(), device.v->view(), device.out->view(), problem->scale(),
+                      device.options, route, nullptr);
   cuda_ok(cudaDeviceSynchronize(), "sync after attention");
-  std::vector<unsigned char> bytes = out.download();
-  EXPECT_TRUE(matches_reference(out.host_view(bytes), problem->reference()));
+  std::vector<unsigned char> bytes = device.out->download();
+  EXPECT_TRUE(matches_reference(device.out->host_view(bytes), problem->reference()));
 }
 
 constexpr DType f16 = DType::Float16;
