@@ -145,12 +145,9 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
   const int kv_len = static_cast<int>(g.kv_len), q_len = static_cast<int>(g.q_len), offset = kv_len - q_len;
   const int window = g.window > 0 ? static_cast<int>(min(g.window, g.kv_len + g.q_len)) : 0;
   const int row_last = min(row0 + kBlockM, rows) - 1;
-  const int diag_first = row0 / group + offset, diag_last = row_last / group + offset;
-  int key_begin = 0, key_end = kv_len;
-  if (g.causal) key_end = min(max(diag_last + 1, 0), kv_len);
-  if (window > 0) key_begin = min(max(diag_first - window + 1, 0), kv_len);
-  const int tile_first = key_begin / kBlockN;
-  const int n_tiles = key_begin < key_end ? (key_end + kBlockN - 1) / kBlockN - tile_first : 0;
+  const tiled::BlockReach reach = tiled::block_reach(row0, row_last, group, offset, window, g.causal, kv_len);
+  const int tile_first = reach.begin / kBlockN;
+  const int n_tiles = reach.begin < reach.end ? (reach.end + kBlockN - 1) / kBlockN - tile_first : 0;
 
   if (threadIdx.x == 0) {
     for (int stage = 0; stage < kStages; ++stage) {
@@ -217,10 +214,8 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
     int key_lo[2], key_hi[2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int r = row0 + wg_row0 + warp * 16 + quad_row + 8 * half;
-      const int diagonal = r / group + offset;
-      key_lo[half] = window > 0 ? diagonal - window + 1 : 0;
-      key_hi[half] = r >= rows ? -1 : g.causal ? min(diagonal, kv_len - 1) : kv_len - 1;
+      tiled::row_reach(row0 + wg_row0 + warp * 16 + quad_row + 8 * half, rows, group, offset, window, g.causal,
+                       kv_len, key_lo[half], key_hi[half]);
     }
 
     float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
@@ -267,27 +262,20 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
     // out of the row's reach), the row maxima updated; returns the old state's rescale factors.
     const auto softmax = [&](float (&s)[kNTiles][4], int step, float (&rescale)[2], float (&tile_sum)[2]) {
       const int n0 = (tile_first + step) * kBlockN;
-      const bool edge = n0 + kBlockN > kv_len || (g.causal && n0 + kBlockN - 1 > diag_first) ||
-                        (window > 0 && n0 <= diag_last - window);
+      const bool edge = n0 + kBlockN > kv_len || (g.causal && n0 + kBlockN - 1 > reach.diag_first) ||
+                        (window > 0 && n0 <= reach.diag_last - window);
       // Edge tiles are scaled here (hidden keys -inf); inner tiles take the scale in the
       // exponent's FFMA, their maximum scale × the raw maximum (minimum under a negative scale).
       float multiplier = 1.0f;
       float tile_max[2] = {-INFINITY, -INFINITY};
       if (edge) {
         int lo[2], hi[2];
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          lo[half] = min(max(key_lo[half] - n0, 0), kBlockN);
-          hi[half] = min(max(key_hi[half] - n0, -1), kBlockN - 1);
-        }
+        tiled::visible_columns<kBlockN>(n0, key_lo, key_hi, lo, hi);
+        tiled::scale_visible<kNTiles>(s, lo, hi, quad_col, a.scale_log2);
 #pragma unroll
         for (int j = 0; j < kNTiles; ++j)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int col = 8 * j + 2 * quad_col + (e & 1), half = e >> 1;
-            s[j][e] = col >= lo[half] && col <= hi[half] ? s[j][e] * a.scale_log2 : -INFINITY;
-            tile_max[half] = fmaxf(tile_max[half], s[j][e]);
-          }
+          for (int e = 0; e < 4; ++e) tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[j][e]);
       } else {
         multiplier = a.scale_log2;
         if (multiplier >= 0.0f) {

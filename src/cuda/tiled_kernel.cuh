@@ -121,6 +121,54 @@ __device__ __forceinline__ float quad_sum(float value) {
   return value + __shfl_xor_sync(0xffffffffu, value, 2);
 }
 
+// The keys a block of query rows [row0, row_last] can reach: [begin, end), and the diagonals of
+// its first and last row (causal bottom-right: row r of the packed group sees keys up to
+// r / group + Lk - Lq; a window of W keys back from there). Shared by the mma.sync and the
+// Hopper kernels, as are the helpers below.
+struct BlockReach {
+  int diag_first, diag_last, begin, end;
+};
+__device__ __forceinline__ BlockReach block_reach(int row0, int row_last, int group, int offset, int window,
+                                                  bool causal, int kv_len) {
+  BlockReach reach{row0 / group + offset, row_last / group + offset, 0, kv_len};
+  if (causal) reach.end = min(max(reach.diag_last + 1, 0), kv_len);
+  if (window > 0) reach.begin = min(max(reach.diag_first - window + 1, 0), kv_len);
+  return reach;
+}
+
+// Row r's visible keys [lo, hi] (hi = -1 past the last row).
+__device__ __forceinline__ void row_reach(int r, int rows, int group, int offset, int window, bool causal,
+                                          int kv_len, int& lo, int& hi) {
+  const int diagonal = r / group + offset;
+  lo = window > 0 ? diagonal - window + 1 : 0;
+  hi = r >= rows ? -1 : causal ? min(diagonal, kv_len - 1) : kv_len - 1;
+}
+
+// The columns [lo, hi] of the key tile at n0 that each of the lane's row halves sees (its keys
+// [key_lo, key_hi]; hi = -1 where none).
+template <int kBlockN>
+__device__ __forceinline__ void visible_columns(int n0, const int (&key_lo)[2], const int (&key_hi)[2], int (&lo)[2],
+                                                int (&hi)[2]) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    lo[half] = min(max(key_lo[half] - n0, 0), kBlockN);
+    hi[half] = min(max(key_hi[half] - n0, -1), kBlockN - 1);
+  }
+}
+
+// An edge tile's scores to the log2 domain: scaled in the visible columns, -inf elsewhere.
+template <int kNTiles>
+__device__ __forceinline__ void scale_visible(float (&s)[kNTiles][4], const int (&lo)[2], const int (&hi)[2],
+                                              int quad_col, float scale_log2) {
+#pragma unroll
+  for (int j = 0; j < kNTiles; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int col = 8 * j + 2 * quad_col + (e & 1), half = e >> 1;
+      s[j][e] = col >= lo[half] && col <= hi[half] ? s[j][e] * scale_log2 : -INFINITY;
+    }
+}
+
 // Score element (j, e) of a lane's fragments: row half e / 2 (rows g and g + 8 of the warp),
 // column 8j + 2·(lane % 4) + e % 2 of the tile.
 template <int kNTiles>
@@ -191,23 +239,18 @@ __global__ void __launch_bounds__(Traits<D, Dv>::kThreads, Traits<D, Dv>::kMinBl
   // A window of Lq + Lk keys or more bounds nothing; clamped there it fits an int.
   const int window = g.window > 0 ? static_cast<int>(min(g.window, g.kv_len + g.q_len)) : 0;
 
-  // Keys any row of the block can see: [key_begin, key_end); diagonals of its first and last row.
+  // Keys any row of the block can see, and the diagonals of its first and last row.
   const int row_last = min(row0 + kBlockM, rows) - 1;
-  const int diag_first = row0 / group + offset, diag_last = row_last / group + offset;
-  int key_begin = 0, key_end = kv_len;
-  if (g.causal) key_end = min(max(diag_last + 1, 0), kv_len);
-  if (window > 0) key_begin = min(max(diag_first - window + 1, 0), kv_len);
-  const int tile_first = key_begin / kBlockN;
-  const int n_tiles = key_begin < key_end ? (key_end + kBlockN - 1) / kBlockN - tile_first : 0;
+  const BlockReach reach = block_reach(row0, row_last, group, offset, window, g.causal, kv_len);
+  const int tile_first = reach.begin / kBlockN;
+  const int n_tiles = reach.begin < reach.end ? (reach.end + kBlockN - 1) / kBlockN - tile_first : 0;
 
   // This lane's two rows (g and g + 8 of its warp): their visible keys [key_lo, key_hi].
   int key_lo[2], key_hi[2];
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    const int r = row0 + warp * 16 + quad_row + 8 * half;
-    const int diagonal = r / group + offset;
-    key_lo[half] = window > 0 ? diagonal - window + 1 : 0;
-    key_hi[half] = r >= rows ? -1 : g.causal ? min(diagonal, kv_len - 1) : kv_len - 1;
+    row_reach(row0 + warp * 16 + quad_row + 8 * half, rows, group, offset, window, g.causal, kv_len, key_lo[half],
+              key_hi[half]);
   }
 
   // Q: each warp copies its own 16 rows (zeros past the last row).
@@ -323,22 +366,14 @@ __global__ void __launch_bounds__(Traits<D, Dv>::kThreads, Traits<D, Dv>::kMinBl
 
     // To the log2 domain; -inf where the key is out of the row's reach or the mask hides it.
     const int n0 = (tile_first + step) * kBlockN;
-    const bool edge = n0 + kBlockN > kv_len || (g.causal && n0 + kBlockN - 1 > diag_first) ||
-                      (window > 0 && n0 <= diag_last - window);
+    // An edge tile holds a key some row cannot see (past Lk, above the causal diagonal, or
+    // behind the window): its scores are masked one by one.
+    const bool edge = n0 + kBlockN > kv_len || (g.causal && n0 + kBlockN - 1 > reach.diag_first) ||
+                      (window > 0 && n0 <= reach.diag_last - window);
     if (edge || g.mask.kind != MaskType::None) {
-      int lo[2], hi[2];  // visible columns [lo, hi] of the tile per row half
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        lo[half] = min(max(key_lo[half] - n0, 0), kBlockN);
-        hi[half] = min(max(key_hi[half] - n0, -1), kBlockN - 1);
-      }
-#pragma unroll
-      for (int j = 0; j < kNTiles; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int col = 8 * j + 2 * quad_col + (e & 1), half = e >> 1;
-          s[j][e] = col >= lo[half] && col <= hi[half] ? s[j][e] * a.scale_log2 : -INFINITY;
-        }
+      int lo[2], hi[2];
+      visible_columns<kBlockN>(n0, key_lo, key_hi, lo, hi);
+      scale_visible<kNTiles>(s, lo, hi, quad_col, a.scale_log2);
       if (g.mask.kind != MaskType::None) {
         // The mask's offsets of this lane's rows (a row past the last is never read: hi = -1).
         std::int64_t mask_row[2];
