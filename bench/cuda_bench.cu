@@ -170,25 +170,30 @@ struct Variant {
   double partitions;   // times the planned count (0: planned)
   double ring;         // times the planned ring items (0: planned)
   int blocks_per_sm;   // tensor-core kernels: the ring sized for this many blocks per SM (0: planned)
+  int warps;           // TMA kernel: warps per block (0: planned)
 };
 constexpr Variant kVariants[] = {
-    {"planned", false, false, false, 0, 0, 0},  // the plan itself, through the same entry as the others
-    {"pre_tma", false, false, true, 0, 0, 0},
-    {"cuda_cores", true, false, false, 0, 0, 0},
-    {"mma_cp_async", false, true, false, 0, 0, 0},
-    {"partitions_x2", false, false, false, 2.0, 0, 0},
-    {"partitions_half", false, false, false, 0.5, 0, 0},
-    {"ring_half", false, false, false, 0, 0.5, 0},
-    {"blocks_1", false, false, false, 0, 0, 1},
-    {"blocks_2", false, false, false, 0, 0, 2},
-    {"blocks_3", false, false, false, 0, 0, 3},
-    {"blocks_4", false, false, false, 0, 0, 4},
+    {"planned", false, false, false, 0, 0, 0, 0},  // the plan itself, through the same entry as the others
+    {"pre_tma", false, false, true, 0, 0, 0, 0},
+    {"cuda_cores", true, false, false, 0, 0, 0, 0},
+    {"mma_cp_async", false, true, false, 0, 0, 0, 0},
+    {"partitions_x2", false, false, false, 2.0, 0, 0, 0},
+    {"partitions_half", false, false, false, 0.5, 0, 0, 0},
+    {"ring_half", false, false, false, 0, 0.5, 0, 0},
+    {"blocks_1", false, false, false, 0, 0, 1, 4},
+    {"blocks_2", false, false, false, 0, 0, 2, 4},
+    {"blocks_3", false, false, false, 0, 0, 3, 4},
+    {"blocks_4", false, false, false, 0, 0, 4, 4},
+    {"warps_16", false, false, false, 0, 0, 0, 16},
+    {"warps_16_parts_x2", false, false, false, 2.0, 0, 0, 16},
+    {"warps_16_parts_half", false, false, false, 0.5, 0, 0, 16},
 };
 
 // Whether two plans of the vector route launch the same thing.
 bool same_launch(const heed::plan::CudaRoute& a, const heed::plan::CudaRoute& b) {
   return a.plan.kernel_name == b.plan.kernel_name && a.vector.partitions == b.vector.partitions &&
-         a.vector.ring_items == b.vector.ring_items && a.vector.blocks_per_sm == b.vector.blocks_per_sm;
+         a.vector.ring_items == b.vector.ring_items && a.vector.blocks_per_sm == b.vector.blocks_per_sm &&
+         a.vector.warps == b.vector.warps;
 }
 
 // Times the decode case's variants of the planned vector route (single calls and back to back);
@@ -207,9 +212,11 @@ void time_variants(const char* name, const heed::TensorView& q, const heed::Tens
     described.vector_mma = variant.mma_cp_async;
     described.vector_no_tma = variant.pre_tma;
     plan::CudaVectorTuning tuning;
+    tuning.warps = variant.warps;
     if (variant.partitions > 0) {
-      tuning.partitions =
-          std::max<std::int64_t>(1, std::llround(static_cast<double>(planned.vector.partitions) * variant.partitions));
+      // Times the partitions planned for this variant's kernel and warps.
+      const std::int64_t base = plan::plan_cuda(problem, described, tuning).vector.partitions;
+      tuning.partitions = std::max<std::int64_t>(1, std::llround(static_cast<double>(base) * variant.partitions));
     }
     if (variant.ring > 0) {
       if (!planned.vector.tensor_cores) continue;
@@ -229,10 +236,10 @@ void time_variants(const char* name, const heed::TensorView& q, const heed::Tens
       for (int i = 0; i < kBatch; ++i) call();
     }, 1, std::max(reps / 3, 3)) / kBatch;
     std::printf("{\"variant_of\": \"%s\", \"variant\": \"%s\", \"kernel\": \"%s\", \"partitions\": %lld, "
-                "\"ring_items\": %d, \"blocks_per_sm\": %d, \"ms\": %.5f, \"tbytes\": %.4f, \"batched_ms\": %.5f, "
+                "\"ring_items\": %d, \"blocks_per_sm\": %d, \"warps\": %d, \"ms\": %.5f, \"tbytes\": %.4f, \"batched_ms\": %.5f, "
                 "\"batched_tbytes\": %.4f}\n",
                 name, variant.name, route.plan.kernel_name.c_str(), static_cast<long long>(route.vector.partitions),
-                route.vector.ring_items, route.vector.blocks_per_sm, ms, bytes / (ms * 1e-3) / 1e12, batched_ms,
+                route.vector.ring_items, route.vector.blocks_per_sm, route.vector.warps, ms, bytes / (ms * 1e-3) / 1e12, batched_ms,
                 bytes / (batched_ms * 1e-3) / 1e12);
     std::fflush(stdout);
   }

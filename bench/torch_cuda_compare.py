@@ -163,8 +163,8 @@ def print_variants(variants):
     if not variants:
         return
     print("\nheed decode variants (same run, same entry point; vs planned = planned b2b ms / variant b2b ms)")
-    header = (f"{'case':27} {'variant':16} {'kernel':26} {'parts':>5} {'ring':>4} {'blk':>3} {'ms':>8} {'TB/s':>6} "
-              f"{'b2b TB/s':>8} {'vs planned':>10}")
+    header = (f"{'case':27} {'variant':19} {'kernel':26} {'parts':>5} {'ring':>4} {'blk':>3} {'wrp':>3} {'ms':>8} "
+              f"{'TB/s':>6} {'b2b TB/s':>8} {'vs planned':>10}")
     print(header)
     print("-" * len(header))
     planned = {v["variant_of"]: v for v in variants if v["variant"] == "planned"}
@@ -173,8 +173,9 @@ def print_variants(variants):
         ratio = f"{base['batched_ms'] / v['batched_ms']:9.2f}x" if base else "n/a"
         ring = str(v["ring_items"]) if v["ring_items"] else "-"
         blocks = str(v.get("blocks_per_sm") or "-")
-        print(f"{v['variant_of']:27} {v['variant']:16} {v['kernel']:26} {v['partitions']:5d} {ring:>4} {blocks:>3} "
-              f"{v['ms']:8.4f} {v['tbytes']:6.2f} {v['batched_tbytes']:8.2f} {ratio:>10}")
+        warps = str(v.get("warps") or "-") if v["ring_items"] else "-"
+        print(f"{v['variant_of']:27} {v['variant']:19} {v['kernel']:26} {v['partitions']:5d} {ring:>4} {blocks:>3} "
+              f"{warps:>3} {v['ms']:8.4f} {v['tbytes']:6.2f} {v['batched_tbytes']:8.2f} {ratio:>10}")
 
 
 def tflops(row, ms):

@@ -276,23 +276,23 @@ struct Accumulators {
   }
 };
 
-// The warps' partial rows (max, sum and `columns` output columns each, warp_out's rows
-// kRowsPerWarp per warp, kClass floats apart) merged exactly; each row written out, or as this
-// partition's partial (store_block_row).
-template <typename T, int kRowsPerWarp, int kClass>
+// The W warps' partial rows (max, sum and `columns` output columns each, warp_out's rows
+// kRowsPerWarp per warp, kClass floats apart) merged exactly by the block's 32·W threads; each
+// row written out, or as this partition's partial (store_block_row).
+template <typename T, int kRowsPerWarp, int kClass, int W>
 __device__ __forceinline__ void merge_warps(const VectorArgs& a, std::int64_t b, std::int64_t kv_head,
                                             std::int64_t part, std::int64_t row0, const RowInfo* rows,
-                                            int tile_rows, int columns, const float (&warp_m)[kWarps][kMaxRows],
-                                            const float (&warp_l)[kWarps][kMaxRows], const float* warp_out) {
-  for (int index = threadIdx.x; index < tile_rows * columns; index += kThreads) {
+                                            int tile_rows, int columns, const float (&warp_m)[W][kMaxRows],
+                                            const float (&warp_l)[W][kMaxRows], const float* warp_out) {
+  for (int index = threadIdx.x; index < tile_rows * columns; index += 32 * W) {
     const int r = index / columns, d = index % columns;
     float m_all = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, warp_m[w][r]);
+    for (int w = 0; w < W; ++w) m_all = fmaxf(m_all, warp_m[w][r]);
     float l_all = 0.0f, o = 0.0f;
     if (m_all != -INFINITY) {
 #pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
+      for (int w = 0; w < W; ++w) {
         const float weight = exp2f(warp_m[w][r] - m_all);
         l_all += warp_l[w][r] * weight;
         o += warp_out[(w * kRowsPerWarp + r) * kClass + d] * weight;

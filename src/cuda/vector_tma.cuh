@@ -4,7 +4,7 @@
 //
 // The products are the tensor-core vector kernel's (cuda/vector_mma.cuh: mma.sync m16n8k16,
 // keys as M, query rows as N, Sᵀ's accumulator turned into Pᵀ by movmatrix); only the loads
-// differ. Each warp streams its own 16-key tiles (tile t of the block goes to warp t % 4), K
+// differ. Each warp streams its own 16-key tiles (tile t of the block goes to warp t % W), K
 // and V of a tile as two items of a per-warp ring in shared memory. Lane 0 copies an item as
 // 64-column boxes by TMA (cp.async.bulk.tensor, 128-byte swizzle) that complete on the slot's
 // mbarrier: the copy engine, not the lanes, keeps the ring's bytes in flight, which per-lane
@@ -41,8 +41,6 @@ using vector_mma::mma;
 using vector_mma::pack;
 using vector_mma::transpose_8x8;
 
-constexpr int kThreads = plan::cuda::kVectorMmaThreads;
-constexpr int kWarps = plan::cuda::kVectorMmaWarps;
 constexpr int kTileKeys = plan::cuda::kVectorMmaKeysPerTile;
 constexpr int kMaxRows = 16;
 constexpr int kMaxRing = plan::cuda::kVectorMmaMaxRingItems;
@@ -51,13 +49,16 @@ constexpr unsigned kBoxBytes = kTileKeys * kBoxColumns * 2;  // 16 rows of 128 b
 constexpr unsigned kAlign = plan::cuda::kVectorTmaAlignBytes;
 static_assert(kBoxColumns * 2 == 128, "a box row is one 128-byte swizzle row");
 
+// W: warps per block (4, or 16 for wide blocks; cuda_tables.hpp).
+template <int W>
 struct StaticShared {
-  std::uint64_t full[kWarps][kMaxRing];  // one mbarrier per ring slot of each warp
+  std::uint64_t full[W][kMaxRing];  // one mbarrier per ring slot of each warp
   RowInfo rows[kMaxRows];
-  float warp_m[kWarps][kMaxRows];
-  float warp_l[kWarps][kMaxRows];
+  float warp_m[W][kMaxRows];
+  float warp_l[W][kMaxRows];
 };
-static_assert(sizeof(StaticShared) <= plan::cuda::kVectorTmaStaticSharedBytes);
+static_assert(sizeof(StaticShared<plan::cuda::kVectorMmaWarps>) <= plan::cuda::kVectorTmaStaticSharedBytes);
+static_assert(sizeof(StaticShared<plan::cuda::kVectorTmaWideWarps>) <= plan::cuda::kVectorTmaWideStaticSharedBytes);
 
 // mbarriers and TMA loads (each box 64 columns × 16 keys of one key head and batch): cuda/tma.cuh.
 using tma::barrier_expect_bytes;
@@ -111,7 +112,7 @@ using Accumulators = vector_mma::Accumulators<NT, kClass / 64>;
 // Scores of one K item for the lane's (key, row) pairs, masked, then the online softmax and
 // Pᵀ as the next V item's B operand.
 template <typename T, int kClass, int NT>
-__device__ __forceinline__ void consume_keys(const VectorArgs& a, const StaticShared& sh, unsigned item,
+__device__ __forceinline__ void consume_keys(const VectorArgs& a, const RowInfo* rows, unsigned item,
                                              const FragmentAddresses& f, unsigned q_lane, int n_tiles, int key0,
                                              std::int64_t key_begin, std::int64_t b, const int (&lo)[NT][2],
                                              const int (&hi)[NT][2], int tq, int gid,
@@ -136,7 +137,7 @@ __device__ __forceinline__ void consume_keys(const VectorArgs& a, const StaticSh
       mma<T>(s_odd[nt], k_odd[0], k_odd[1], k_odd[2], k_odd[3], q.z, q.w);
     }
   }
-  vector_mma::softmax_item<T, NT, kClass / 16, true>(a, sh.rows, s, s_odd, n_tiles, key0, key_begin, b, lo, hi,
+  vector_mma::softmax_item<T, NT, kClass / 16, true>(a, rows, s, s_odd, n_tiles, key0, key_begin, b, lo, hi,
                                                      tq, gid, acc);
 }
 
@@ -156,21 +157,23 @@ __device__ __forceinline__ void consume_values(unsigned item, const FragmentAddr
   }
 }
 
-// Resident blocks per SM the register budget is cut for (ptxas, sm_90a): see cuda_tables.hpp.
-template <int kClass, int NT>
-constexpr int kMinBlocks = plan::cuda::vector_tma_register_blocks(kClass, NT * 8);
+// Resident blocks per SM the register budget is cut for (ptxas, sm_90a): see cuda_tables.hpp;
+// one wide block.
+template <int kClass, int NT, int W>
+constexpr int kMinBlocks = W == plan::cuda::kVectorMmaWarps ? plan::cuda::vector_tma_register_blocks(kClass, NT * 8) : 1;
 
-// NT: n-tiles of 8 query rows (the plan's row tile / 8).
-template <typename T, int kClass, int NT>
-__global__ void __launch_bounds__(kThreads, kMinBlocks<kClass, NT>)
+// NT: n-tiles of 8 query rows (the plan's row tile / 8); W: warps per block.
+template <typename T, int kClass, int NT, int W>
+__global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
     vector_tma_kernel(const __grid_constant__ VectorTmaArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int kWarps = W, kThreads = 32 * W;
   constexpr int kBoxes = kClass / kBoxColumns;
   constexpr unsigned kItemBytes = kBoxes * kBoxBytes;
   constexpr int kPairs = kClass / 32;
   static_assert(NT >= 1 && NT * 8 <= kMaxRows, "one or two n-tiles of 8 rows");
   extern __shared__ unsigned char shared_raw[];
-  __shared__ StaticShared sh;
+  __shared__ StaticShared<W> sh;
 
   // The merge pass may launch now; it waits for this grid's completion before reading.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -263,7 +266,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kClass, NT>)
     }
     if ((item & 1) == 0) {
       const int key0 = (warp + kWarps * (item >> 1)) * kTileKeys;
-      consume_keys<T, kClass, NT>(a, sh, slot, f, q_lane, n_tiles, key0, key_begin, b, lo, hi, tq, gid, acc);
+      consume_keys<T, kClass, NT>(a, sh.rows, slot, f, q_lane, n_tiles, key0, key_begin, b, lo, hi, tq, gid, acc);
     } else {
       consume_values<T, kClass, NT>(slot, f, n_tiles, acc);
     }
@@ -303,7 +306,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kClass, NT>)
 #endif
 }
 
-template <typename T, int kClass, int NT>
+template <typename T, int kClass, int NT, int W>
 void launch_kernel(const VectorTmaArgs& a, const plan::CudaVectorShape& s, dim3 grid, cudaStream_t stream) {
   static_assert(std::int64_t{kClass / kBoxColumns * kBoxBytes} == plan::cuda::vector_mma_item_bytes(kClass),
                 "the planner's item size");
@@ -314,21 +317,29 @@ void launch_kernel(const VectorTmaArgs& a, const plan::CudaVectorShape& s, dim3 
   check(cudaGetDevice(&device), "heed::attention", "cudaGetDevice");
   std::atomic<std::int64_t>& bytes = allowed.at(static_cast<std::size_t>(device));
   if (bytes.load(std::memory_order_relaxed) < s.shared_bytes) {
-    check(cudaFuncSetAttribute(vector_tma_kernel<T, kClass, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    check(cudaFuncSetAttribute(vector_tma_kernel<T, kClass, NT, W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(s.shared_bytes)),
           "heed::attention", "cudaFuncSetAttribute");
-    check(cudaFuncSetAttribute(vector_tma_kernel<T, kClass, NT>, cudaFuncAttributePreferredSharedMemoryCarveout,
+    check(cudaFuncSetAttribute(vector_tma_kernel<T, kClass, NT, W>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                cudaSharedmemCarveoutMaxShared),
           "heed::attention", "cudaFuncSetAttribute");
     bytes.store(s.shared_bytes, std::memory_order_relaxed);
   }
-  vector_tma_kernel<T, kClass, NT><<<grid, kThreads, static_cast<std::size_t>(s.shared_bytes), stream>>>(a);
+  vector_tma_kernel<T, kClass, NT, W><<<grid, 32 * W, static_cast<std::size_t>(s.shared_bytes), stream>>>(a);
 }
 
 template <typename T, int kClass>
 void launch_class(const VectorTmaArgs& a, const plan::CudaVectorShape& s, dim3 grid, cudaStream_t stream) {
-  if (s.row_tile <= 8) return launch_kernel<T, kClass, 1>(a, s, grid, stream);
-  return launch_kernel<T, kClass, 2>(a, s, grid, stream);
+  constexpr int kWide = plan::cuda::kVectorTmaWideWarps;
+  if (s.warps == kWide) {
+    if constexpr (plan::cuda::vector_tma_wide_serves(kClass, 8)) {
+      if (s.row_tile <= 8) return launch_kernel<T, kClass, 1, kWide>(a, s, grid, stream);
+    }
+    throw Error(ErrorKind::Internal, format("[heed::attention] no wide TMA vector kernel for head class {}, row tile {}",
+                                            kClass, s.row_tile));
+  }
+  if (s.row_tile <= 8) return launch_kernel<T, kClass, 1, plan::cuda::kVectorMmaWarps>(a, s, grid, stream);
+  return launch_kernel<T, kClass, 2, plan::cuda::kVectorMmaWarps>(a, s, grid, stream);
 }
 
 template <typename T>

@@ -78,8 +78,8 @@ VectorFit fit_vector_fma(const Problem& p) {
 // Dynamic shared memory of a tensor-core kernel block: the ring and q, or the warps' partial
 // outputs after the key loop, whichever is larger; the TMA kernel aligns it to the swizzle.
 std::int64_t mma_shared_bytes(const CudaVectorShape& s, int ring_items) {
-  const std::int64_t ring = std::int64_t{ring_items} * kVectorMmaWarps * vector_mma_item_bytes(s.head_class);
-  return std::max(ring + vector_mma_q_bytes(s.head_class), vector_mma_epilogue_bytes(s.head_class)) +
+  const std::int64_t ring = std::int64_t{ring_items} * s.warps * vector_mma_item_bytes(s.head_class);
+  return std::max(ring + vector_mma_q_bytes(s.head_class), vector_mma_epilogue_bytes(s.head_class, s.warps)) +
          (s.tma ? kVectorTmaAlignBytes : 0);
 }
 
@@ -87,9 +87,11 @@ std::int64_t mma_shared_bytes(const CudaVectorShape& s, int ring_items) {
 // block's share of the SM at `blocks` blocks per SM, trying fewer blocks down to one; false
 // where not even kVectorMmaMinRingItems fit.
 bool fit_ring(CudaVectorShape& s, const CudaDeviceInfo& device, int blocks) {
-  const std::int64_t kernel_static = s.tma ? kVectorTmaStaticSharedBytes : kVectorMmaStaticSharedBytes;
+  const std::int64_t kernel_static = !s.tma                          ? kVectorMmaStaticSharedBytes
+                                     : s.warps == kVectorTmaWideWarps ? kVectorTmaWideStaticSharedBytes
+                                                                      : kVectorTmaStaticSharedBytes;
   const auto static_bytes = static_cast<std::int64_t>(device.reserved_shared_per_block) + kernel_static;
-  const std::int64_t item = kVectorMmaWarps * vector_mma_item_bytes(s.head_class);
+  const std::int64_t item = s.warps * vector_mma_item_bytes(s.head_class);
   const std::int64_t beside_ring = vector_mma_q_bytes(s.head_class) + (s.tma ? kVectorTmaAlignBytes : 0);
   for (; blocks >= 1; --blocks) {
     const std::int64_t budget = std::min(static_cast<std::int64_t>(device.shared_per_sm) / blocks - static_bytes,
@@ -172,6 +174,17 @@ std::optional<VectorFit> fit_vector_tma(const Problem& p, const CudaDeviceInfo& 
   s.k_steps = static_cast<int>(p.head_dim / 32);
   s.v_steps = static_cast<int>(p.value_dim / 64);
   fit_mma_rows(fit, p);
+  // Wide blocks where the groups about fill the SMs (cuda_tables.hpp), or where asked.
+  const std::int64_t groups = p.batch * p.kv_heads * s.row_tiles;
+  const bool wide_fits = vector_tma_wide_serves(s.head_class, s.row_tile);
+  const bool wide = tuning.warps > 0 ? tuning.warps == kVectorTmaWideWarps && wide_fits
+                                     : wide_fits && tuning.blocks_per_sm == 0 && 2 * groups >= device.sm_count &&
+                                           groups <= device.sm_count;
+  if (wide) {
+    s.warps = kVectorTmaWideWarps;
+    if (fit_ring(s, device, 1)) return fit;
+    s.warps = kVectorMmaWarps;
+  }
   const int blocks = std::min(tuning.blocks_per_sm > 0 ? tuning.blocks_per_sm : vector_tma_blocks_per_sm(s.head_class),
                               vector_tma_register_blocks(s.head_class, s.row_tile));
   if (!fit_ring(s, device, blocks)) return std::nullopt;
@@ -277,14 +290,15 @@ std::optional<ComposedFit> fit_composed(const Problem& p, std::size_t& min_cap) 
 
 // The tensor-core kernel's partition count: the fewest of the candidates that minimise
 // waves × (keys per partition + overhead) + merge overhead (cuda_tables.hpp).
-std::int64_t mma_partitions(std::int64_t groups, std::int64_t span, std::int64_t slots, std::int64_t overhead) {
+std::int64_t mma_partitions(std::int64_t groups, std::int64_t span, std::int64_t slots, std::int64_t overhead,
+                            std::int64_t min_keys) {
   const auto cost = [&](std::int64_t parts) {
     const std::int64_t waves = ceil_div(groups * parts, slots);
     return waves * (ceil_div(span, parts) + overhead) + (parts > 1 ? overhead : 0);
   };
   // No partition above 2^30 keys: the kernel counts a block's keys in 32 bits.
   const std::int64_t fewest = std::max<std::int64_t>(1, ceil_div(span, std::int64_t{1} << 30));
-  const std::int64_t most = std::max(fewest, span / kVectorMmaMinKeysPerPartition);
+  const std::int64_t most = std::max(fewest, span / min_keys);
   std::int64_t best = fewest;
   for (std::int64_t waves = 1; waves <= kVectorMaxWaves; ++waves) {
     const std::int64_t parts =
@@ -310,7 +324,7 @@ void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, 
   const std::int64_t overhead = ceil_div(kVectorBlockOverheadBytes, key_bytes);
   s.partitions = 1;
   if (s.tensor_cores) {
-    s.partitions = mma_partitions(groups, span, slots, overhead);
+    s.partitions = mma_partitions(groups, span, slots, overhead, std::int64_t{s.warps} * kVectorMmaKeysPerTile);
   } else {
     const std::int64_t target = kVectorBlocksPerSm * device.sm_count;
     if (groups < target && span >= 2 * kVectorMinKeysPerPartition) {
@@ -344,8 +358,13 @@ void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, 
                             : format("loads: per-lane cp.async of each lane's fragments ({})",
                                      tma_why.empty() ? std::string("the TMA kernel does not serve") : tma_why));
     reasons.push_back(format("ring: {} items of 16 keys (K or V) per warp x {} warps, {} bytes of shared memory per "
-                             "block, {} block(s) per SM ({} bytes per SM)",
-                             s.ring_items, kVectorMmaWarps, s.shared_bytes, s.blocks_per_sm, device.shared_per_sm));
+                             "block, {} block(s) per SM ({} bytes per SM){}",
+                             s.ring_items, s.warps, s.shared_bytes, s.blocks_per_sm, device.shared_per_sm,
+                             s.warps == kVectorTmaWideWarps
+                                 ? format("; wide blocks: {} (batch x key head x row tile) groups about fill the {} "
+                                          "SMs, each streamed by one block of 16 warps",
+                                          groups, device.sm_count)
+                                 : std::string()));
     reasons.push_back(format("key partitions: {} of {} keys: {} (batch x key head x row tile) groups over {} x {} "
                              "block slots, {} wave(s); {} keys visible{} (fewest waves x (keys + {} keys of "
                              "per-block overhead))",
@@ -370,9 +389,10 @@ void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, 
                              s.partitions, s.keys_per_partition, groups, kVectorBlocksPerSm, device.sm_count, span,
                              p.window ? " in the window" : "", kVectorMinKeysPerPartition));
   }
-  if (tuning.partitions > 0 || tuning.ring_items > 0 || tuning.blocks_per_sm > 0) {
-    reasons.push_back(format("tuned by the caller: {} partition(s), {} ring item(s), {} block(s) per SM asked",
-                             tuning.partitions, tuning.ring_items, tuning.blocks_per_sm));
+  if (tuning.partitions > 0 || tuning.ring_items > 0 || tuning.blocks_per_sm > 0 || tuning.warps > 0) {
+    reasons.push_back(format("tuned by the caller: {} partition(s), {} ring item(s), {} block(s) per SM, {} warps "
+                             "per block asked",
+                             tuning.partitions, tuning.ring_items, tuning.blocks_per_sm, tuning.warps));
   }
   if (passes == 2) {
     reasons.push_back(format("two passes: partial max, sum and output per partition, merged exactly by {}{}",

@@ -56,6 +56,7 @@ struct CudaVectorShape {
   int v_steps = 0;           // ceil(Dv / 64): 64-element steps of a V row (four MMA m-tiles each)
   int ring_items = 0;        // 16-key K or V items per warp in the shared-memory ring
   int blocks_per_sm = 0;     // resident blocks per SM (shared memory)
+  int warps = 4;             // warps per block (TMA kernel: 4, or 16 for wide blocks)
   std::int64_t shared_bytes = 0;  // dynamic shared memory per block
   bool dependent_merge = false;   // merge launched programmatically dependent (sm_90+)
 };
@@ -109,6 +110,7 @@ struct CudaVectorTuning {
   std::int64_t partitions = 0;  // key partitions (at most one per visible key)
   int ring_items = 0;           // tensor-core kernel: ring items per warp, 2 up to the planned count
   int blocks_per_sm = 0;        // tensor-core kernels: the ring sized for this many blocks per SM
+  int warps = 0;                // TMA kernel: warps per block, 4 or 16 (0: planned)
 };
 CudaRoute plan_cuda(const Problem& problem, const CudaDeviceInfo& device, const CudaVectorTuning& tuning);
 

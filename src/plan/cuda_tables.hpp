@@ -73,8 +73,8 @@ constexpr std::int64_t vector_mma_item_bytes(int head_class) {
 constexpr std::int64_t vector_mma_q_bytes(int head_class) {
   return std::int64_t{vector_mma_max_row_tile(head_class) / 8} * (head_class / 32) * 32 * 16;
 }
-constexpr std::int64_t vector_mma_epilogue_bytes(int head_class) {
-  return std::int64_t{kVectorMmaWarps} * vector_mma_max_row_tile(head_class) * head_class * 4;
+constexpr std::int64_t vector_mma_epilogue_bytes(int head_class, int warps = kVectorMmaWarps) {
+  return std::int64_t{warps} * vector_mma_max_row_tile(head_class) * head_class * 4;
 }
 // Static shared memory of the kernel (its rows' bounds and the warps' max and sum), an upper
 // bound the kernel asserts.
@@ -88,9 +88,8 @@ inline constexpr std::int64_t kVectorMmaStaticSharedBytes = 2048;
 // over 264 slots: 2 waves without a merge). Candidates: 1 and the P that fill 1-8 waves.
 inline constexpr std::int64_t kVectorBlockOverheadBytes = 32 << 10;
 inline constexpr int kVectorMaxWaves = 8;
-// No partition shorter than one step of the block (4 warps × 16 keys): a shorter one idles warps
-// and only adds partials to merge.
-inline constexpr std::int64_t kVectorMmaMinKeysPerPartition = kVectorMmaWarps * kVectorMmaKeysPerTile;
+// No partition shorter than one step of the block (its warps × 16 keys): a shorter one idles
+// warps and only adds partials to merge.
 
 // The TMA vector kernel (cuda/vector_tma.cuh): the tensor-core kernel's products and tiles, its
 // K and V items copied by TMA (cp.async.bulk.tensor, lane 0 of each warp) into the per-warp
@@ -110,6 +109,16 @@ inline constexpr std::int64_t kVectorTmaAlignBytes = 1024;
 // Static shared memory of the kernel (one mbarrier per ring slot of each warp, its rows' bounds,
 // the warps' max and sum), an upper bound the kernel asserts.
 inline constexpr std::int64_t kVectorTmaStaticSharedBytes = 2048;
+// Wide blocks: 16 warps, one block per SM, where (batch x key head x row tile) groups about
+// fill the SMs, so that a block streams a whole group's keys with the SM's 16 warps and no
+// partition needs merging (the 4-warp plan would split each group across 4 blocks and merge
+// them in a second launch). Served at head classes 64 and 128 with one n-tile of rows (at most
+// 8 query rows per block): 75 / 106 registers (as above) x 512 threads fit the SM's 65536; the
+// 16 warps' three-item rings take 192 KiB at class 128. Static shared memory grows with the
+// warps' mbarriers, maxima and sums.
+inline constexpr int kVectorTmaWideWarps = 16;
+inline constexpr std::int64_t kVectorTmaWideStaticSharedBytes = 6144;
+constexpr bool vector_tma_wide_serves(int head_class, int row_tile) { return head_class <= 128 && row_tile <= 8; }
 // Blocks per SM the ring is sized for (as many ring items as fit, up to 12): 4 at head class
 // 128, 2 at 64 and 256 (then no more than the registers allow). At b94ab62 the lines at 1, 3
 // and 4 blocks stayed within a few percent on the many-group cases (B 16 × 8k 3.71 / 3.67 /

@@ -1,5 +1,5 @@
 // The vector route's tuned variants (the benchmark's A/B lines) against the float64 oracle:
-// rings of two items, one to four blocks per SM and tuned partition counts, planned by
+// rings of two items, one to four blocks per SM, wide (16-warp) blocks and tuned partition counts, planned by
 // plan_cuda and run through the backend's entry point. On a 9.0 device they run the TMA
 // kernel, elsewhere the cp.async kernels. Label `gpu`: registered only when heed is built with
 // CUDA.
@@ -27,11 +27,12 @@ bool have_gpu() {
   return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
 }
 
-plan::CudaVectorTuning tuned(std::int64_t partitions, int ring_items, int blocks_per_sm) {
+plan::CudaVectorTuning tuned(std::int64_t partitions, int ring_items, int blocks_per_sm, int warps = 0) {
   plan::CudaVectorTuning tuning;
   tuning.partitions = partitions;
   tuning.ring_items = ring_items;
   tuning.blocks_per_sm = blocks_per_sm;
+  tuning.warps = warps;
   return tuning;
 }
 
@@ -45,6 +46,11 @@ void check_tuned(const CaseSpec& spec, const plan::CudaVectorTuning& tuning) {
   SCOPED_TRACE(route.plan.to_json());
   ASSERT_TRUE(std::holds_alternative<route::Vector>(route.plan.kernel));
   if (tuning.partitions > 0) EXPECT_LE(route.vector.partitions, tuning.partitions);  // whole tiles on TMA
+  // Wide blocks where asked and served (head class <= 128, at most 8 rows per block).
+  if (tuning.warps > 0 && route.vector.tma) {
+    const bool served = route.vector.head_class <= 128 && route.vector.row_tile <= 8;
+    EXPECT_EQ(route.vector.warps, served ? tuning.warps : 4);
+  }
   cuda::run_attention(device.q->view(), device.k->view(), device.v->view(), device.out->view(), problem->scale(),
                       device.options, route, nullptr);
   cuda_ok(cudaDeviceSynchronize(), "sync after attention");
@@ -61,9 +67,12 @@ TEST(CudaVectorVariants, EveryRingAndBlockCountMatchesTheOracle) {
       Make("tma_bf16_32x8_d128", 1, 32, 8, 1, 6000, 128, 128, bf16),
       Make("tma_f16_d256_rows16_window_sinks", 1, 32, 2, 1, 5000, 256, 256, f16).window(3001).sinks(f16),
       Make("tma_bf16_d64_keypad", 3, 16, 4, 1, 4000, 64, 64, bf16).mask(MaskKind::KeyPadding),
+      // 128 groups: wide blocks as planned.
+      Make("tma_bf16_wide_b16_window_sinks", 16, 32, 8, 1, 700, 128, 128, bf16).window(301).sinks(bf16),
   };
   const plan::CudaVectorTuning tunings[] = {
       tuned(0, 0, 0), tuned(0, 2, 0), tuned(0, 0, 1), tuned(50, 0, 4), tuned(1, 0, 0), tuned(7, 2, 3),
+      tuned(0, 0, 0, 16), tuned(7, 2, 0, 16), tuned(0, 0, 0, 4),
   };
   for (const CaseSpec& spec : cases) {
     for (const plan::CudaVectorTuning& tuning : tunings) {

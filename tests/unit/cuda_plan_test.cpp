@@ -321,6 +321,30 @@ TEST(CudaPlan, TheTmaKernelServesHalvesOfClassSizesOnHopper) {
   EXPECT_EQ(plan_on(h200_tma(), 1, 16, 1, 4096, 256, DType::BFloat16, {0, 0, 4}).vector.blocks_per_sm, 2);
 }
 
+TEST(CudaPlan, GroupsThatAboutFillTheSmsTakeWideBlocks) {
+  // B 16 x 8 key heads (128 groups on 132 SMs): one 16-warp block per group, no partitions.
+  const plan::CudaRoute b16 = plan_on(h200_tma(), 16, 32, 8, 8192, 128, DType::BFloat16);
+  EXPECT_EQ(b16.vector.warps, 16);
+  EXPECT_EQ(b16.vector.blocks_per_sm, 1);
+  EXPECT_EQ(b16.vector.partitions, 1);
+  EXPECT_EQ(b16.vector.ring_items, 3);
+  EXPECT_EQ(b16.vector.shared_bytes, 3 * 16 * 4096 + 2 * 4 * 512 + 1024);  // ring, q, the swizzle's alignment
+  EXPECT_FALSE(b16.vector.dependent_merge);
+  EXPECT_NE(b16.plan.explain().find("wide blocks"), std::string::npos) << b16.plan.explain();
+  // Too many groups (B 64: 512) or too few (B 1: 8) keep 4-warp blocks.
+  EXPECT_EQ(plan_on(h200_tma(), 64, 32, 8, 4096, 128, DType::BFloat16).vector.warps, 4);
+  EXPECT_EQ(plan_on(h200_tma(), 1, 32, 8, 32768, 128, DType::BFloat16).vector.warps, 4);
+  // 16 rows per block or head class 256: 4-warp blocks, asked for wide or not.
+  EXPECT_EQ(plan_on(h200_tma(), 16, 128, 8, 8192, 128, DType::BFloat16).vector.warps, 4);
+  EXPECT_EQ(plan_on(h200_tma(), 128, 16, 1, 4096, 256, DType::BFloat16, {0, 0, 0, 16}).vector.warps, 4);
+  // Asked for: 8 groups over 132 single-block slots: 16 partitions of 2048 keys; and back.
+  const plan::CudaRoute b1 = plan_on(h200_tma(), 1, 32, 8, 32768, 128, DType::BFloat16, {0, 0, 0, 16});
+  EXPECT_EQ(b1.vector.warps, 16);
+  EXPECT_EQ(b1.vector.partitions, 16);
+  EXPECT_EQ(b1.vector.keys_per_partition, 2048);
+  EXPECT_EQ(plan_on(h200_tma(), 16, 32, 8, 8192, 128, DType::BFloat16, {0, 0, 0, 4}).vector.warps, 4);
+}
+
 TEST(CudaPlan, TheTmaKernelSaysWhyItDoesNotServe) {
   const auto why = [](const plan::CudaRoute& r) {
     EXPECT_FALSE(r.vector.tma) << r.plan.explain();
