@@ -115,7 +115,13 @@ inline constexpr std::int64_t kVectorTmaStaticSharedBytes = 2048;
 // them in a second launch). Served at head classes 64 and 128 with one n-tile of rows (at most
 // 8 query rows per block): 75 / 106 registers (as above) x 512 threads fit the SM's 65536; the
 // 16 warps' three-item rings take 192 KiB at class 128. Static shared memory grows with the
-// warps' mbarriers, maxima and sums.
+// warps' mbarriers, maxima and sums. scripts/gpu-check on the H200, 2026-11-30 (commit
+// be37da5), bfloat16, 32/8 heads, D 128, the same run's A/B lines, back to back: B 16 x 8k
+// (128 groups) 3.95 TB/s wide (1 partition) against 3.77 for the 4-warp plan (4 partitions, 4
+// blocks per SM, merged by a second launch) and 3.54-3.73 at 1-3 blocks per SM; where the
+// 4-warp plan needs no partitions or many, wide blocks measured level: B 64 x 4k (512 groups)
+// 4.03 against 4.06, B 1 x 32k (8 groups, 16 wide partitions against 64) 3.04 against 3.07.
+// Copy bandwidth 4.21 TB/s in that run.
 inline constexpr int kVectorTmaWideWarps = 16;
 inline constexpr std::int64_t kVectorTmaWideStaticSharedBytes = 6144;
 constexpr bool vector_tma_wide_serves(int head_class, int row_tile) { return head_class <= 128 && row_tile <= 8; }
