@@ -4,9 +4,30 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 
+#include "cuda/check.hpp"
+
 namespace heed::cuda {
+
+// Lets kKernel take `bytes` of dynamic shared memory on the current device (above 48 KiB that
+// must be allowed per kernel and device) with the SM's whole carveout asked for, so that the
+// plan's blocks per SM are resident: once per kernel, device and larger size.
+template <auto kKernel>
+void allow_shared_bytes(std::int64_t bytes) {
+  static std::array<std::atomic<std::int64_t>, 64> allowed{};
+  int device = 0;
+  check(cudaGetDevice(&device), "heed::attention", "cudaGetDevice");
+  std::atomic<std::int64_t>& allowed_bytes = allowed.at(static_cast<std::size_t>(device));
+  if (allowed_bytes.load(std::memory_order_relaxed) >= bytes) return;
+  check(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+        "heed::attention", "cudaFuncSetAttribute");
+  check(cudaFuncSetAttribute(kKernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
+        "heed::attention", "cudaFuncSetAttribute");
+  allowed_bytes.store(bytes, std::memory_order_relaxed);
+}
 
 class LaunchRecord {
  public:

@@ -23,13 +23,12 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <array>
-#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
 #include "core/format.hpp"
 #include "cuda/check.hpp"
+#include "cuda/launch.hpp"
 #include "cuda/vector_common.cuh"
 #include "heed/error.hpp"
 #include "plan/cuda_plan.hpp"
@@ -588,21 +587,7 @@ __global__ void __launch_bounds__(kThreads) vector_mma_kernel(const VectorArgs a
 
 template <typename T, int kClass, int NT, bool kFast>
 void launch_kernel(const VectorArgs& a, const plan::CudaVectorShape& s, dim3 grid, cudaStream_t stream) {
-  // Above 48 KiB a kernel's dynamic shared memory must be allowed per device; the carveout asks
-  // for all of the SM's shared memory, so that the plan's blocks per SM are resident.
-  static std::array<std::atomic<std::int64_t>, 64> allowed{};
-  int device = 0;
-  check(cudaGetDevice(&device), "heed::attention", "cudaGetDevice");
-  std::atomic<std::int64_t>& bytes = allowed.at(static_cast<std::size_t>(device));
-  if (bytes.load(std::memory_order_relaxed) < s.shared_bytes) {
-    check(cudaFuncSetAttribute(vector_mma_kernel<T, kClass, NT, kFast>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(s.shared_bytes)),
-          "heed::attention", "cudaFuncSetAttribute");
-    check(cudaFuncSetAttribute(vector_mma_kernel<T, kClass, NT, kFast>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                               cudaSharedmemCarveoutMaxShared),
-          "heed::attention", "cudaFuncSetAttribute");
-    bytes.store(s.shared_bytes, std::memory_order_relaxed);
-  }
+  allow_shared_bytes<vector_mma_kernel<T, kClass, NT, kFast>>(s.shared_bytes);
   vector_mma_kernel<T, kClass, NT, kFast><<<grid, kThreads, static_cast<std::size_t>(s.shared_bytes), stream>>>(a);
 }
 

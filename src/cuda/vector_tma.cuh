@@ -20,12 +20,11 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <array>
-#include <atomic>
 #include <cstdint>
 
 #include "core/format.hpp"
 #include "cuda/check.hpp"
+#include "cuda/launch.hpp"
 #include "cuda/tma.cuh"
 #include "cuda/vector_common.cuh"
 #include "cuda/vector_mma.cuh"
@@ -310,21 +309,7 @@ template <typename T, int kClass, int NT, int W>
 void launch_kernel(const VectorTmaArgs& a, const plan::CudaVectorShape& s, dim3 grid, cudaStream_t stream) {
   static_assert(std::int64_t{kClass / kBoxColumns * kBoxBytes} == plan::cuda::vector_mma_item_bytes(kClass),
                 "the planner's item size");
-  // Above 48 KiB a kernel's dynamic shared memory must be allowed per device; the carveout asks
-  // for all of the SM's shared memory, so that the plan's blocks per SM are resident.
-  static std::array<std::atomic<std::int64_t>, 64> allowed{};
-  int device = 0;
-  check(cudaGetDevice(&device), "heed::attention", "cudaGetDevice");
-  std::atomic<std::int64_t>& bytes = allowed.at(static_cast<std::size_t>(device));
-  if (bytes.load(std::memory_order_relaxed) < s.shared_bytes) {
-    check(cudaFuncSetAttribute(vector_tma_kernel<T, kClass, NT, W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(s.shared_bytes)),
-          "heed::attention", "cudaFuncSetAttribute");
-    check(cudaFuncSetAttribute(vector_tma_kernel<T, kClass, NT, W>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                               cudaSharedmemCarveoutMaxShared),
-          "heed::attention", "cudaFuncSetAttribute");
-    bytes.store(s.shared_bytes, std::memory_order_relaxed);
-  }
+  allow_shared_bytes<vector_tma_kernel<T, kClass, NT, W>>(s.shared_bytes);
   vector_tma_kernel<T, kClass, NT, W><<<grid, 32 * W, static_cast<std::size_t>(s.shared_bytes), stream>>>(a);
 }
 
