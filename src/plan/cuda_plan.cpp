@@ -318,7 +318,8 @@ void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, 
   s.span_end = end;
   const std::int64_t span = end - begin;
   const std::int64_t groups = p.batch * p.kv_heads * s.row_tiles;
-  const std::int64_t slots = std::int64_t{device.sm_count} * s.blocks_per_sm;
+  const std::int64_t slots =
+      std::int64_t{device.sm_count} * (s.tma ? std::min(s.blocks_per_sm, kVectorTmaPartitionBlocksPerSm) : s.blocks_per_sm);
   const std::int64_t key_bytes =
       std::max<std::int64_t>(1, (p.head_dim + p.value_dim) * static_cast<std::int64_t>(size_of(p.dtype)));
   const std::int64_t overhead = ceil_div(kVectorBlockOverheadBytes, key_bytes);
@@ -368,7 +369,7 @@ void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, 
     reasons.push_back(format("key partitions: {} of {} keys: {} (batch x key head x row tile) groups over {} x {} "
                              "block slots, {} wave(s); {} keys visible{} (fewest waves x (keys + {} keys of "
                              "per-block overhead))",
-                             s.partitions, s.keys_per_partition, groups, device.sm_count, s.blocks_per_sm,
+                             s.partitions, s.keys_per_partition, groups, device.sm_count, slots / device.sm_count,
                              ceil_div(groups * s.partitions, slots), span, p.window ? " in the window" : "",
                              overhead));
   } else {

@@ -146,6 +146,13 @@ constexpr int vector_tma_register_blocks(int head_class, int row_tile) {
   if (head_class <= 128) return row_tile <= 8 ? 4 : 3;
   return row_tile <= 8 ? 4 : 2;
 }
+// Partitions of its 4-warp blocks fill at most 2 blocks per SM, though the ring is sized for 4
+// (so that many groups run in one wave): 8 streaming warps per SM about saturate the memory,
+// and each further partition adds a block's start and end and a partial to merge. scripts/
+// gpu-check on the H200, 2026-11-30 (commits 0a7d270, be37da5, a8c62af), B 1 x 32k (8 groups),
+// 32 partitions against 64, back to back in the same run: 3.11 / 3.13 / 3.12 TB/s against 3.00
+// / 3.07 / 3.07.
+inline constexpr int kVectorTmaPartitionBlocksPerSm = 2;
 // Its partials are merged by the merge launch (programmatically dependent). A merge in the
 // kernel itself (the last block of a group to finish, counted by atomics in scratch zeroed
 // before the launch, merging the group's partitions) measured 2.37 TB/s at B 1 × 32k (33

@@ -306,9 +306,10 @@ TEST(CudaPlan, TheTmaKernelServesHalvesOfClassSizesOnHopper) {
   EXPECT_EQ(b1.vector.blocks_per_sm, 4);
   EXPECT_EQ(b1.vector.ring_items, 3);
   EXPECT_EQ(b1.vector.shared_bytes, 3 * 4 * 4096 + 2 * 4 * 512 + 1024);  // ring, q, the swizzle's alignment
-  // 8 groups over 528 slots: 64 partitions of 512 keys (whole 16-key tiles), one wave.
-  EXPECT_EQ(b1.vector.keys_per_partition, 512);
-  EXPECT_EQ(b1.vector.partitions, 64);
+  // 8 groups over 132 x 2 partition slots (the ring is sized for 4 blocks, partitions fill 2):
+  // 33 partitions of 1008 keys (whole 16-key tiles), one wave.
+  EXPECT_EQ(b1.vector.keys_per_partition, 1008);
+  EXPECT_EQ(b1.vector.partitions, 33);
   EXPECT_NE(b1.plan.explain().find("loads: TMA"), std::string::npos) << b1.plan.explain();
   EXPECT_EQ(plan_on(h200_tma(), 16, 32, 8, 8192, 128, DType::BFloat16).plan.kernel_name, "heed_cuda_vector_tma_bf16");
   EXPECT_EQ(plan_on(h200_tma(), 64, 32, 8, 4096, 128, DType::Float16).plan.kernel_name, "heed_cuda_vector_tma_f16");
@@ -372,7 +373,7 @@ TEST(CudaPlan, TheTmaKernelsPartitionsMergeInADependentLaunch) {
   EXPECT_TRUE(r.vector.dependent_merge);
   EXPECT_EQ(std::get<route::Vector>(r.plan.kernel).passes, 2);
   EXPECT_EQ(r.merge_kernel_name, "heed_cuda_vector_merge_bf16");
-  EXPECT_EQ(r.plan.scratch_bytes, 8u * 4 * 64 * 130 * 4);  // partials of 64 partitions
+  EXPECT_EQ(r.plan.scratch_bytes, 8u * 4 * 33 * 130 * 4);  // partials of 33 partitions
   // One partition: nothing to merge, no scratch; B 64 x 8 key heads run one partition each.
   const plan::CudaRoute single = plan_on(h200_tma(), 1, 32, 8, 32768, 128, DType::BFloat16, {1});
   EXPECT_EQ(std::get<route::Vector>(single.plan.kernel).passes, 1);
