@@ -1,6 +1,7 @@
 #pragma once
 // The TMA vector (decode) kernel: float16 / bfloat16 on a 9.0 device, D = Dv = the head class
-// (64, 128 or 256), one instantiation per class and row tile (cuda/vector_tma_<dtype>.cu).
+// (64, 128 or 256), one instantiation per class, row tile and block width (4 warps, or 16 for
+// wide blocks at classes 64 and 128 with one n-tile; cuda/vector_tma_<dtype>.cu).
 //
 // The products are the tensor-core vector kernel's (cuda/vector_mma.cuh: mma.sync m16n8k16,
 // keys as M, query rows as N, Sᵀ's accumulator turned into Pᵀ by movmatrix); only the loads
