@@ -15,7 +15,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <atomic>
 #include <cstdint>
 
 #include "cuda/hopper.hpp"
@@ -424,19 +423,11 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
 #endif
 }
 
-// Sets the kernel's shared-memory limit once per device (bit per device index), then launches.
+// Sets the kernel's shared-memory limit on this device (once), then launches.
 template <typename T, int kConfig>
 void launch(const HopperArgs& args, dim3 grid, cudaStream_t stream) {
   using Tr = Traits<kConfig>;
-  static std::atomic<std::uint64_t> configured{0};
-  int device = 0;
-  check(cudaGetDevice(&device), "heed::attention", "cudaGetDevice");
-  const std::uint64_t bit = std::uint64_t{1} << (device & 63);
-  if ((configured.load(std::memory_order_acquire) & bit) == 0) {
-    check(cudaFuncSetAttribute(hopper_kernel<T, kConfig>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSharedBytes),
-          "heed::attention", "cudaFuncSetAttribute (Hopper tiled shared memory)");
-    configured.fetch_or(bit, std::memory_order_acq_rel);
-  }
+  allow_shared_bytes<hopper_kernel<T, kConfig>, Carveout::Driver>(Tr::kSharedBytes);
   hopper_kernel<T, kConfig><<<grid, Tr::kThreads, Tr::kSharedBytes, stream>>>(args);
 }
 

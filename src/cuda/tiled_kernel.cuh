@@ -13,11 +13,11 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
 #include "cuda/check.hpp"
+#include "cuda/launch.hpp"
 #include "cuda/common.cuh"
 #include "cuda/tiled.hpp"
 #include "cuda/tiled_layout.hpp"
@@ -499,19 +499,11 @@ __global__ void __launch_bounds__(Traits<D, Dv>::kThreads, Traits<D, Dv>::kMinBl
   }
 }
 
-// Sets the kernel's shared-memory limit once per device (bit per device index), then launches.
+// Sets the kernel's shared-memory limit on this device (once), then launches.
 template <typename T, int D, int Dv>
 void launch(const TiledArgs& args, dim3 grid, cudaStream_t stream) {
   using Tr = Traits<D, Dv>;
-  static std::atomic<std::uint64_t> configured{0};
-  int device = 0;
-  check(cudaGetDevice(&device), "heed::attention", "cudaGetDevice");
-  const std::uint64_t bit = std::uint64_t{1} << (device & 63);
-  if ((configured.load(std::memory_order_acquire) & bit) == 0) {
-    check(cudaFuncSetAttribute(tiled_kernel<T, D, Dv>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSharedBytes),
-          "heed::attention", "cudaFuncSetAttribute (tiled shared memory)");
-    configured.fetch_or(bit, std::memory_order_acq_rel);
-  }
+  allow_shared_bytes<tiled_kernel<T, D, Dv>, Carveout::Driver>(Tr::kSharedBytes);
   tiled_kernel<T, D, Dv><<<grid, Tr::kThreads, Tr::kSharedBytes, stream>>>(args);
 }
 

@@ -599,13 +599,7 @@ void launch_pass1(const VectorArgs& a, dim3 grid, cudaStream_t stream) {
   constexpr std::size_t ring_bytes = std::size_t{kStages} * kKeysPerStep<C> * C * 2 * kThreads * 16;
   constexpr std::size_t acc_bytes = std::size_t{kWarps} * R * C * 32 * E * sizeof(float);
   constexpr std::size_t shared = ring_bytes > acc_bytes ? ring_bytes : acc_bytes;
-  static const bool configured = [] {
-    check(cudaFuncSetAttribute(vector_kernel<T, C, R>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(shared)),
-          "heed::attention", "cudaFuncSetAttribute");
-    return true;
-  }();
-  (void)configured;
+  allow_shared_bytes<vector_kernel<T, C, R>, Carveout::Driver>(static_cast<std::int64_t>(shared));
   vector_kernel<T, C, R><<<grid, kThreads, shared, stream>>>(a);
 }
 
