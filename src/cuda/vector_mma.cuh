@@ -273,6 +273,14 @@ struct Accumulators {
         l[nt][e] += __shfl_xor_sync(0xffffffffu, l[nt][e], 16);
       }
   }
+  // The max and sum of n-tile nt's rows `row` and `row` + 1 (this lane's) into the warp's
+  // entries of the block's shared arrays.
+  __device__ __forceinline__ void store_stats(int nt, int row, float* warp_m, float* warp_l) const {
+    warp_m[row] = m[nt][0];
+    warp_l[row] = l[nt][0];
+    warp_m[row + 1] = m[nt][1];
+    warp_l[row + 1] = l[nt][1];
+  }
 };
 
 // The W warps' partial rows (max, sum and `columns` output columns each, warp_out's rows
@@ -571,12 +579,7 @@ __global__ void __launch_bounds__(kThreads) vector_mma_kernel(const VectorArgs a
         *reinterpret_cast<float2*>(out + kClass) = make_float2(acc.o[nt][4 * j + u][1], acc.o[nt][4 * j + u][3]);
       }
     }
-    if (gid == 0) {
-      sh.warp_m[warp][row] = acc.m[nt][0];
-      sh.warp_l[warp][row] = acc.l[nt][0];
-      sh.warp_m[warp][row + 1] = acc.m[nt][1];
-      sh.warp_l[warp][row + 1] = acc.l[nt][1];
-    }
+    if (gid == 0) acc.store_stats(nt, row, sh.warp_m[warp], sh.warp_l[warp]);
   }
   __syncthreads();
 

@@ -289,12 +289,7 @@ __global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
       out[8] = acc.o[nt][t][2];
       out[kClass + 8] = acc.o[nt][t][3];
     }
-    if (gid == 0) {
-      sh.warp_m[warp][row] = acc.m[nt][0];
-      sh.warp_l[warp][row] = acc.l[nt][0];
-      sh.warp_m[warp][row + 1] = acc.m[nt][1];
-      sh.warp_l[warp][row + 1] = acc.l[nt][1];
-    }
+    if (gid == 0) acc.store_stats(nt, row, sh.warp_m[warp], sh.warp_l[warp]);
   }
   __syncthreads();
 
