@@ -16,7 +16,7 @@ struct HopperArgs : TiledArgs {
   bool pingpong = true;  // the consumer warpgroups take turns to issue wgmma
 };
 
-// The plan's Hopper launch on `stream`: grid [row_blocks, Hkv, B].
+// The plan's Hopper launch on `stream`: grid [row_blocks, Hkv, B × value parts].
 void run_tiled_hopper(const TiledArgs& args, const plan::CudaRoute& route, cudaStream_t stream);
 
 namespace hopper {

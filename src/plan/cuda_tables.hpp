@@ -302,6 +302,7 @@ struct HopperConfig {
   HopperMasking masking = HopperMasking::Any;
   std::int64_t min_keys = 0;  // served from this Lk up
   int consumers = 2;          // warpgroups of 64 rows; 1: two blocks per SM
+  int value_parts = 1;        // blocks per row block, each value_dim columns of Dv (S recomputed)
 };
 // The first entry for (D, Dv) whose masking and min_keys match serves a call. Longer tiles
 // amortise each tile's softmax bookkeeping; under causal masking and for short key ranges
@@ -323,6 +324,9 @@ inline constexpr HopperConfig kHopperConfigs[] = {
     {128, 128, 128, 2, true, HopperMasking::Any, 0, 2},
     // 64 + 2 × 64 KiB; O 128 registers leave S 32 (64 keys).
     {256, 256, 64, 2, true, HopperMasking::Any, 0, 2},
+    // D 512 in two value parts of 256 columns (S recomputed by each, as the mma.sync entry):
+    // Q 128 KiB + 2 × (K 32 + half-V 16) KiB; O 128, S 16, P 8 registers.
+    {512, 256, 32, 2, true, HopperMasking::Any, 0, 2, 2},
 };
 inline constexpr int kHopperConfigCount = static_cast<int>(sizeof(kHopperConfigs) / sizeof(kHopperConfigs[0]));
 // Rows per consumer warpgroup (the M of wgmma) and threads per warpgroup.
@@ -342,7 +346,7 @@ constexpr int hopper_config_index(std::int64_t head_dim, std::int64_t value_dim,
   for (int i = 0; i < kHopperConfigCount; ++i) {
     const HopperConfig& c = kHopperConfigs[i];
     const bool fits = c.masking == HopperMasking::Any || (c.masking == HopperMasking::Causal) == causal;
-    if (c.head_dim == head_dim && c.value_dim == value_dim && fits && kv_len >= c.min_keys) return i;
+    if (c.head_dim == head_dim && c.value_dim * c.value_parts == value_dim && fits && kv_len >= c.min_keys) return i;
   }
   return -1;
 }

@@ -249,12 +249,14 @@ TEST(CudaTiledPlan, EveryHopperConfigurationFitsAnH200) {
     options.causal = c.masking != plan::cuda::HopperMasking::Full;
     const std::int64_t keys = std::max<std::int64_t>(300, c.min_keys);
     const plan::CudaRoute r =
-        plan_prefill(problem(1, 2, 2, keys, keys, c.head_dim, c.value_dim, DType::BFloat16, options), h200_wgmma());
+        plan_prefill(problem(1, 2, 2, keys, keys, c.head_dim, c.value_dim * c.value_parts, DType::BFloat16, options),
+                     h200_wgmma());
     EXPECT_TRUE(r.tiled.wgmma) << r.plan.explain();
     EXPECT_EQ(r.tiled.config, i) << r.plan.explain();
     EXPECT_EQ(r.tiled.block_n, c.block_n);
     EXPECT_EQ(r.tiled.block_m, 64 * c.consumers);
     EXPECT_EQ(r.tiled.shared_bytes, plan::cuda::hopper_shared_bytes(c));
+    EXPECT_EQ(r.tiled.value_parts, c.value_parts);
   }
   // Full (not causal) calls take longer key tiles at D 64 (from 2048 keys) and D 128; short D 64
   // calls one consumer warpgroup (64 rows) and two blocks per SM.
@@ -282,7 +284,7 @@ TEST(CudaTiledPlan, WgmmaFallsBackToMmaWithTheReason) {
   forced.tiled_kernel = plan::CudaDeviceInfo::TiledKernel::Mma;
   expect_mma(plan_prefill(base, forced), "HEED_CUDA_TILED=mma");
   expect_mma(plan_prefill(problem(1, 4, 2, 300, 300, 96, 96, DType::BFloat16), h200_wgmma()),
-             "built for D = Dv in 64, 128, 256 only");
+             "built for D = Dv in 64, 128, 256, 512 only");
   plan::Problem with_mask = base;
   with_mask.mask = plan::MaskKind::Bool;
   expect_mma(plan_prefill(with_mask, h200_wgmma()), "array masks stay on the mma.sync kernel");
