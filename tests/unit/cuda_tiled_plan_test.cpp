@@ -245,6 +245,12 @@ TEST(CudaTiledPlan, EveryHopperConfigurationFitsAnH200) {
     // Two blocks per SM where the entry says so, each with its 1 KiB reserved.
     EXPECT_LE((plan::cuda::hopper_shared_bytes(c) + 1024) * plan::cuda::hopper_blocks_per_sm(c), 228 << 10) << i;
     EXPECT_LE(plan::cuda::hopper_shared_bytes(c), 227 << 10) << i;
+    // Registers: the producer's and consumers' shares within the block's part of the SM.
+    EXPECT_LE(plan::cuda::hopper_blocks_per_sm(c) * 128 *
+                  (plan::cuda::hopper_producer_registers(c) + c.consumers * plan::cuda::hopper_consumer_registers(c)),
+              65536)
+        << i;
+    if (i >= plan::cuda::kHopperPlannedCount) continue;  // A/B candidates: the benchmark's lines only
     AttentionOptions options;
     options.causal = c.masking != plan::cuda::HopperMasking::Full;
     const std::int64_t keys = std::max<std::int64_t>(300, c.min_keys);
