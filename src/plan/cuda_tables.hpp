@@ -313,10 +313,16 @@ inline constexpr HopperConfig kHopperConfigs[] = {
     // heads × 8k: 482-486 against 498-501 TFLOP/s, alternating builds in one call, 2026-11-30,
     // session 6).
     {64, 64, 192, 2, true, HopperMasking::Full, 2048, 2},
-    // Short key ranges (BERT's 512): one consumer warpgroup, two blocks per SM, so that one
+    // Key ranges from 513 to 2047: one consumer warpgroup, two blocks per SM, so that one
     // block's start (Q, the first tiles) and end (the output) overlap the other's products.
     // 8 + 3 × 32 KiB per block; registers 32 / 224 of the block's 256 × 128.
-    {64, 64, 128, 3, false, HopperMasking::Full, 0, 1},
+    {64, 64, 128, 3, false, HopperMasking::Full, 513, 1},
+    // BERT's 512 keys and fewer: one consumer, 64-key tiles, three blocks per SM, so that more
+    // blocks' starts and ends overlap the others' products. 8 + 2 × 16 KiB per block; registers
+    // 24 / 136 of the block's 256 × 80; S 32, O 32, P 16. B 32 × 12 heads × 512: 267 against
+    // 249 TFLOP/s (the entry above), B 8: 218 against 203; at B 2 × 32 heads × 8k it runs 396
+    // against 498 (2026-11-30, session 7, the benchmark's A/B lines of one call).
+    {64, 64, 64, 2, false, HopperMasking::Full, 0, 1, 1, 3},
     // 16 + 3 × 32 KiB; S 64, O 32 registers: room for a third tile in flight.
     {64, 64, 128, 3, true, HopperMasking::Any, 0, 2},
     // 32 + 2 × 88 KiB; S 88, P 44, O 64 registers.
@@ -326,17 +332,13 @@ inline constexpr HopperConfig kHopperConfigs[] = {
     // 64 + 2 × 64 KiB; O 128 registers leave S 32 (64 keys).
     {256, 256, 64, 2, true, HopperMasking::Any, 0, 2},
     // D 512 in two value parts of 256 columns (S recomputed by each, as the mma.sync entry):
-    // Q 128 KiB + 2 × (K 32 + half-V 16) KiB; O 128, S 16, P 8 registers.
+    // Q 128 KiB + 2 × (K 32 + half-V 16) KiB; O 128, S 16, P 8 registers. 4k causal: 237-253
+    // against 131 TFLOP/s on the mma.sync value split (session 7).
     {512, 256, 32, 2, true, HopperMasking::Any, 0, 2, 2},
-    // From here on A/B candidates, which the planner never picks (only the benchmark's lines
-    // reach them). For BERT's short key ranges: one consumer, 64-key tiles, three blocks per SM so that
-    // more blocks' starts and ends overlap the others' products. 8 + 2 × 16 KiB per block;
-    // registers 24 / 136 of the block's 256 × 80; S 32, O 32, P 16.
-    {64, 64, 64, 2, false, HopperMasking::Full, 0, 1, 1, 3},
 };
 inline constexpr int kHopperConfigCount = static_cast<int>(sizeof(kHopperConfigs) / sizeof(kHopperConfigs[0]));
-// Entries the planner picks from: the ones before the A/B candidates.
-inline constexpr int kHopperPlannedCount = 7;
+// Entries the planner picks from (entries after these would be the benchmark's A/B candidates).
+inline constexpr int kHopperPlannedCount = kHopperConfigCount;
 // Rows per consumer warpgroup (the M of wgmma) and threads per warpgroup.
 inline constexpr int kHopperRowsPerConsumer = 64;
 inline constexpr int kHopperWarpgroupThreads = 128;

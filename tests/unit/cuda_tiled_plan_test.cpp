@@ -264,14 +264,22 @@ TEST(CudaTiledPlan, EveryHopperConfigurationFitsAnH200) {
     EXPECT_EQ(r.tiled.shared_bytes, plan::cuda::hopper_shared_bytes(c));
     EXPECT_EQ(r.tiled.value_parts, c.value_parts);
   }
-  // Full (not causal) calls take longer key tiles at D 64 (from 2048 keys) and D 128; short D 64
-  // calls one consumer warpgroup (64 rows) and two blocks per SM.
+  // Full (not causal) calls take longer key tiles at D 64 (from 2048 keys) and D 128; shorter
+  // D 64 calls one consumer warpgroup (64 rows): 128-key tiles and two blocks per SM from 513
+  // keys, 64-key tiles and three blocks per SM up to 512 (BERT).
   EXPECT_EQ(plan_prefill(problem(1, 2, 2, 300, 300, 128, 128, DType::BFloat16), h200_wgmma()).tiled.block_n, 176);
   EXPECT_EQ(plan_prefill(problem(1, 2, 2, 300, 4096, 64, 64, DType::BFloat16), h200_wgmma()).tiled.block_n, 192);
+  const plan::CudaRoute medium = plan_prefill(problem(1, 2, 2, 300, 1024, 64, 64, DType::BFloat16), h200_wgmma());
+  EXPECT_EQ(std::get<route::Tiled>(medium.plan.kernel), (route::Tiled{64, 128}));
+  EXPECT_TRUE(mentions(medium.plan, "2 block(s) per SM")) << medium.plan.explain();
   const plan::CudaRoute bert = plan_prefill(problem(32, 12, 12, 512, 512, 64, 64, DType::BFloat16), h200_wgmma());
-  EXPECT_EQ(std::get<route::Tiled>(bert.plan.kernel), (route::Tiled{64, 128}));
+  EXPECT_EQ(std::get<route::Tiled>(bert.plan.kernel), (route::Tiled{64, 64}));
   EXPECT_TRUE(mentions(bert.plan, "1 consumer warpgroup(s) of 64 rows")) << bert.plan.explain();
-  EXPECT_TRUE(mentions(bert.plan, "2 block(s) per SM")) << bert.plan.explain();
+  EXPECT_TRUE(mentions(bert.plan, "3 block(s) per SM")) << bert.plan.explain();
+  // Causal D 64 calls keep two consumers whatever their length.
+  AttentionOptions causal;
+  causal.causal = true;
+  EXPECT_EQ(plan_prefill(problem(32, 12, 12, 512, 512, 64, 64, DType::BFloat16, causal), h200_wgmma()).tiled.block_m, 128);
 }
 
 // Each condition the wgmma kernel needs, with the mma.sync kernel and the reason otherwise.
