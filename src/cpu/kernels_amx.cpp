@@ -1,13 +1,16 @@
-// The tiled route for bfloat16 and float16 inputs on AMX tiles, or for bfloat16 inputs on
-// AVX512-BF16 dot products where there are no tiles (same layouts). Two passes:
+// The tiled route on AMX tiles (bfloat16, float16 and float32 inputs), or for bfloat16 inputs
+// on AVX512-BF16 dot products where there are no tiles (same layouts). Two passes:
 //   pack:  K and V of every (batch, key head) into tile order, once per call (each key tile
 //          is then read by every query block without being converted again);
 //   tiled: per (batch, key head, block of query positions), the same online softmax as the
 //          AVX-512 kernel (its helpers are shared), with S = Q·Kᵀ and O += P·V on the tiles,
 //          float32 accumulation. bfloat16: q and k exact, P rounded to bfloat16. float16: every
-//          operand x is split exactly into two bfloat16 parts x = hi + lo (a float16 has 11
-//          significant bits), and each product takes three tile products, hi·hi + hi·lo +
-//          lo·hi (lo·lo is below 2^-16 of it); P is split the same way (16 bits of it kept).
+//          operand x is split exactly into two bfloat16 parts x = x0 + x1 (a float16 has 11
+//          significant bits), and each product takes three tile products, x0·y0 + x0·y1 +
+//          x1·y0 (x1·y1 is below 2^-16 of it); P is split the same way (16 bits of it kept).
+//          float32: three parts x = x0 + x1 + x2 (8 significant bits each; what is left is
+//          below 2^-26 |x|), and the six products xi·yj with i + j <= 2 (the three dropped are
+//          below 2^-25 of the product, under float32's own rounding of 2^-24); P as well.
 // Compiled for AVX-512 with AVX512-BF16 and AMX; the dispatch point runs it only for plans made
 // where cpu_info().isa is Amx (tiles) or Avx512Bf16 (dot products).
 
@@ -39,29 +42,48 @@ constexpr float kLn2 = 0.693147180559945309f;
 // denormals become zero).
 [[gnu::always_inline]] inline __m256i to_bf16(__m512 x) { return std::bit_cast<__m256i>(_mm512_cvtneps_pbh(x)); }
 
-// 16 values of the caller's 16-bit dtype as bfloat16 parts: bfloat16 is its own hi (lo
-// unused); float16 widens exactly to float32, then hi = bfloat16(x), lo = bfloat16(x - hi).
+// Up to three bfloat16 parts of 16 values, x = part[0] + part[1] + ...: each part the
+// bfloat16 nearest to what the parts before it leave (the subtractions are exact in float32).
+inline constexpr int kMaxParts = 3;
 struct Parts {
-  __m256i hi, lo;
+  __m256i part[kMaxParts];
 };
 [[gnu::always_inline]] inline __m512 widen_bf16(__m256i bits) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
 }
-[[gnu::always_inline]] inline Parts split(__m512 x) {
-  const __m256i hi = to_bf16(x);
-  return {hi, to_bf16(_mm512_sub_ps(x, widen_bf16(hi)))};
+[[gnu::always_inline]] inline Parts split(__m512 x, std::int64_t parts) {
+  Parts out{};
+  for (std::int64_t i = 0; i < parts; ++i) {
+    out.part[i] = to_bf16(x);
+    if (i + 1 < parts) x = _mm512_sub_ps(x, widen_bf16(out.part[i]));
+  }
+  return out;
 }
-[[gnu::always_inline]] inline Parts parts_of(__m256i raw, DType dtype) {
-  if (dtype == DType::BFloat16) return {raw, _mm256_setzero_si256()};
-  return split(_mm512_cvtph_ps(raw));
-}
-// Values [0, width) of a row (element stride `stride`), zeros after; width <= 16.
+// Values [0, width) of a 16-bit row (element stride `stride`), zeros after; width <= 16.
 [[gnu::always_inline]] inline __m256i load16(const Bits* row, std::int64_t stride, std::int64_t width) {
   if (width <= 0) return _mm256_setzero_si256();
   if (stride == 1) return _mm256_maskz_loadu_epi16(static_cast<__mmask16>(width >= 16 ? 0xffffu : (1u << width) - 1), row);
   alignas(32) Bits values[16] = {};
   for (std::int64_t e = 0; e < std::min<std::int64_t>(width, 16); ++e) values[e] = row[e * stride];
   return _mm256_load_si256(reinterpret_cast<const __m256i*>(values));
+}
+// The same for float32 rows.
+[[gnu::always_inline]] inline __m512 load16(const float* row, std::int64_t stride, std::int64_t width) {
+  if (width <= 0) return _mm512_setzero_ps();
+  if (stride == 1) return _mm512_maskz_loadu_ps(static_cast<__mmask16>(width >= 16 ? 0xffffu : (1u << width) - 1), row);
+  alignas(64) float values[16] = {};
+  for (std::int64_t e = 0; e < std::min<std::int64_t>(width, 16); ++e) values[e] = row[e * stride];
+  return _mm512_load_ps(values);
+}
+// Values [offset, offset + width) of the caller's q, k or v (element stride `stride`) as
+// `parts` bfloat16 parts: bfloat16 is its own single part; float16 widens exactly to float32
+// and splits in two; float32 splits in three.
+[[gnu::always_inline]] inline Parts load_parts(const void* base, DType dtype, std::int64_t offset,
+                                               std::int64_t stride, std::int64_t width, std::int64_t parts) {
+  if (dtype == DType::Float32) return split(load16(static_cast<const float*>(base) + offset, stride, width), parts);
+  const __m256i raw = load16(static_cast<const Bits*>(base) + offset, stride, width);
+  if (dtype == DType::BFloat16) return {{raw, _mm256_setzero_si256(), _mm256_setzero_si256()}};
+  return split(_mm512_cvtph_ps(raw), parts);
 }
 
 // 2^x on every lane, for softmax weights (x <= 0): 0 for -inf, NaN kept; the weights are
@@ -87,15 +109,15 @@ void store_row16(const float* src, std::int64_t count, DType dtype, Bits* dst) {
 // the tiles: one pass for the tile's max of s·scale, one for the weights 2^(s·c - max) with
 // their sum, written straight to bfloat16 w[0..depth) (zeros outside the row's keys). Row
 // maxima are kept in log2 units. Returns false when the row sees no key of the tile.
-// With a second part (w_lo, float16 inputs), the weights are split as hi + lo.
+// With more than one part (float16, float32 inputs), the weights are split as the operands are;
+// part i of row r's weights is at w + i * w_part.
 bool softmax_to_bf16(const AttentionParams& p, const Workspace& t, std::int64_t b, std::int64_t row, RowAt at,
-                     std::int64_t key, std::int64_t count, float* s, Bits* w, Bits* w_lo, std::int64_t depth,
-                     std::int64_t columns) {
+                     std::int64_t key, std::int64_t count, float* s, Bits* w, std::int64_t w_part,
+                     std::int64_t parts, std::int64_t depth, std::int64_t columns) {
   const KeyRange range = p.keys_for_row(at.position);
   const std::int64_t first = std::clamp<std::int64_t>(range.begin - key, 0, count);
   const std::int64_t last = std::clamp<std::int64_t>(range.end - key, 0, count);
-  std::memset(w, 0, static_cast<std::size_t>(depth) * sizeof(Bits));
-  if (w_lo != nullptr) std::memset(w_lo, 0, static_cast<std::size_t>(depth) * sizeof(Bits));
+  for (std::int64_t i = 0; i < parts; ++i) std::memset(w + i * w_part, 0, static_cast<std::size_t>(depth) * sizeof(Bits));
   if (first >= last) return false;
   float c = p.scale * microkernel::kLog2e;
   if (p.mask.kind != plan::MaskKind::None) {  // masks add to (or hide) scaled scores
@@ -121,21 +143,21 @@ bool softmax_to_bf16(const AttentionParams& p, const Workspace& t, std::int64_t 
   for (j = first; j + 16 <= last; j += 16) {
     const __m512 weights = exp2_weights(_mm512_fmadd_ps(_mm512_loadu_ps(s + j), scale, shift));
     sum = _mm512_add_ps(sum, weights);
-    if (w_lo == nullptr) {
+    if (parts == 1) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + j), to_bf16(weights));
     } else {
-      const Parts parts = split(weights);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + j), parts.hi);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(w_lo + j), parts.lo);
+      const Parts split_weights = split(weights, parts);
+      for (std::int64_t i = 0; i < parts; ++i) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + i * w_part + j), split_weights.part[i]);
+      }
     }
   }
   if (j < last) {
     const __mmask16 tail = static_cast<__mmask16>((1u << (last - j)) - 1);
     const __m512 weights = exp2_weights(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, s + j), scale, shift));
     sum = _mm512_mask_add_ps(sum, tail, sum, weights);
-    const Parts parts = split(weights);
-    _mm256_mask_storeu_epi16(w + j, tail, parts.hi);
-    if (w_lo != nullptr) _mm256_mask_storeu_epi16(w_lo + j, tail, parts.lo);
+    const Parts split_weights = split(weights, parts);
+    for (std::int64_t i = 0; i < parts; ++i) _mm256_mask_storeu_epi16(w + i * w_part + j, tail, split_weights.part[i]);
   }
   t.row_sum[row] = t.row_sum[row] * correction + _mm512_reduce_add_ps(sum);
   t.row_max[row] = new_max;
@@ -250,56 +272,64 @@ struct Packed {
 void pack_tile(const AttentionParams& p, const Packed& packed, std::int64_t b, std::int64_t kv_head,
                std::int64_t tile) {
   const auto& amx = packed.amx;
-  const auto* k = static_cast<const Bits*>(p.k);
-  const auto* v = static_cast<const Bits*>(p.v);
+  const std::int64_t parts = amx.parts;
   const std::int64_t first = tile * amx.keys;
   const std::int64_t count = std::min(amx.keys, p.kv_len - first);
   const std::int64_t k_base = b * p.k_strides[0] + kv_head * p.k_strides[1] + first * p.k_strides[2];
   const std::int64_t v_base = b * p.v_strides[0] + kv_head * p.v_strides[1] + first * p.v_strides[2];
-  const bool two = amx.parts == 2;
   // Kᵀ: word (d/2, j) = (k[j][d], k[j][d + 1]).
   for (std::int64_t j0 = 0; j0 < amx.keys; j0 += 16) {
     for (std::int64_t d0 = 0; d0 < amx.depth; d0 += 32) {
-      __m512i hi[16], lo[16];
+      __m512i words[kMaxParts][16];
       for (int r = 0; r < 16; ++r) {
         const std::int64_t j = j0 + r;
         if (j >= count) {
-          hi[r] = lo[r] = _mm512_setzero_si512();
+          for (std::int64_t i = 0; i < parts; ++i) words[i][r] = _mm512_setzero_si512();
           continue;
         }
-        const Bits* row = k + k_base + j * p.k_strides[2] + d0 * p.k_strides[3];
-        const Parts low = parts_of(load16(row, p.k_strides[3], p.head_dim - d0), p.dtype);
-        const Parts high = parts_of(load16(row + 16 * p.k_strides[3], p.k_strides[3], p.head_dim - d0 - 16), p.dtype);
-        hi[r] = _mm512_inserti64x4(_mm512_castsi256_si512(low.hi), high.hi, 1);
-        lo[r] = _mm512_inserti64x4(_mm512_castsi256_si512(low.lo), high.lo, 1);
+        const std::int64_t row = k_base + j * p.k_strides[2];
+        const Parts low = load_parts(p.k, p.dtype, row + d0 * p.k_strides[3], p.k_strides[3], p.head_dim - d0, parts);
+        const Parts high = load_parts(p.k, p.dtype, row + (d0 + 16) * p.k_strides[3], p.k_strides[3],
+                                      p.head_dim - d0 - 16, parts);
+        for (std::int64_t i = 0; i < parts; ++i) {
+          words[i][r] = _mm512_inserti64x4(_mm512_castsi256_si512(low.part[i]), high.part[i], 1);
+        }
       }
-      transpose_words(hi);
-      std::uint32_t* kt = packed.k(p, b, kv_head, tile);
-      for (int r = 0; r < 16; ++r) _mm512_storeu_si512(kt + (d0 / 2 + r) * amx.keys + j0, hi[r]);
-      if (!two) continue;
-      transpose_words(lo);
-      kt = packed.k(p, b, kv_head, tile, 1);
-      for (int r = 0; r < 16; ++r) _mm512_storeu_si512(kt + (d0 / 2 + r) * amx.keys + j0, lo[r]);
+      for (std::int64_t i = 0; i < parts; ++i) {
+        transpose_words(words[i]);
+        std::uint32_t* kt = packed.k(p, b, kv_head, tile, i);
+        for (int r = 0; r < 16; ++r) _mm512_storeu_si512(kt + (d0 / 2 + r) * amx.keys + j0, words[i][r]);
+      }
     }
   }
   // V: word (j/2, c) = (v[j][c], v[j + 1][c]).
   const auto value_parts = [&](std::int64_t j, std::int64_t c0) -> Parts {
-    if (j >= count) return {_mm256_setzero_si256(), _mm256_setzero_si256()};
-    return parts_of(load16(v + v_base + j * p.v_strides[2] + c0 * p.v_strides[3], p.v_strides[3], p.value_dim - c0),
-                    p.dtype);
+    if (j >= count) return {};
+    return load_parts(p.v, p.dtype, v_base + j * p.v_strides[2] + c0 * p.v_strides[3], p.v_strides[3],
+                      p.value_dim - c0, parts);
   };
   const auto pair = [](__m256i even, __m256i odd) {
     return _mm512_or_si512(_mm512_cvtepu16_epi32(even), _mm512_slli_epi32(_mm512_cvtepu16_epi32(odd), 16));
   };
-  std::uint32_t* v_hi = packed.v(p, b, kv_head, tile);
-  std::uint32_t* v_lo = packed.v(p, b, kv_head, tile, 1);
   for (std::int64_t j = 0; j < amx.keys; j += 2) {
     for (std::int64_t c0 = 0; c0 < amx.columns; c0 += 16) {
       const Parts even = value_parts(j, c0), odd = value_parts(j + 1, c0);
-      _mm512_storeu_si512(v_hi + j / 2 * amx.columns + c0, pair(even.hi, odd.hi));
-      if (two) _mm512_storeu_si512(v_lo + j / 2 * amx.columns + c0, pair(even.lo, odd.lo));
+      for (std::int64_t i = 0; i < parts; ++i) {
+        _mm512_storeu_si512(packed.v(p, b, kv_head, tile, i) + j / 2 * amx.columns + c0, pair(even.part[i], odd.part[i]));
+      }
     }
   }
+}
+
+// The tile products of one sum A·B over split operands: A_i·B_j for i + j < parts (one for
+// bfloat16, three for float16, six for float32), the smaller terms first. Returns the count.
+int split_products(std::int64_t parts, const std::byte* a, std::int64_t a_part, const std::byte* b,
+                   std::int64_t b_part, std::int64_t steps, amx::Product (&products)[6]) {
+  int count = 0;
+  for (std::int64_t order = parts - 1; order >= 0; --order) {
+    for (std::int64_t i = 0; i <= order; ++i) products[count++] = {a + i * a_part, b + (order - i) * b_part, steps};
+  }
+  return count;
 }
 
 struct Task {
@@ -312,20 +342,18 @@ struct Task {
 void tiled_task(const AttentionParams& p, const plan::CpuRoute& r, const Packed& packed, const Task& task,
                 std::int64_t b, const Rows& rows) {
   const auto& amx = r.amx;
-  const auto* q = static_cast<const Bits*>(p.q);
   const std::int64_t q_part = amx.rows * amx.depth, w_part = amx.rows * amx.keys;
-  Bits* q_lo = amx.parts == 2 ? task.q + q_part : nullptr;
-  Bits* w_lo = amx.parts == 2 ? task.w + w_part : nullptr;
   std::memset(task.q, 0, static_cast<std::size_t>(amx.parts * q_part) * sizeof(Bits));
   std::memset(task.w, 0, static_cast<std::size_t>(amx.parts * w_part) * sizeof(Bits));
   std::memset(task.t.accum, 0, static_cast<std::size_t>(amx.rows * amx.columns) * sizeof(float));
   for (std::int64_t row = 0; row < rows.size(); ++row) {
     const RowAt at = rows(row);
-    const Bits* from = q + b * p.q_strides[0] + at.head * p.q_strides[1] + at.position * p.q_strides[2];
+    const std::int64_t from = b * p.q_strides[0] + at.head * p.q_strides[1] + at.position * p.q_strides[2];
     for (std::int64_t d = 0; d < p.head_dim; d += 16) {
-      const Parts parts = parts_of(load16(from + d * p.q_strides[3], p.q_strides[3], p.head_dim - d), p.dtype);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(task.q + row * amx.depth + d), parts.hi);
-      if (q_lo != nullptr) _mm256_storeu_si256(reinterpret_cast<__m256i*>(q_lo + row * amx.depth + d), parts.lo);
+      const Parts parts = load_parts(p.q, p.dtype, from + d * p.q_strides[3], p.q_strides[3], p.head_dim - d, amx.parts);
+      for (std::int64_t i = 0; i < amx.parts; ++i) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(task.q + i * q_part + row * amx.depth + d), parts.part[i]);
+      }
     }
     task.t.row_max[row] = kNegInf;
     task.t.row_sum[row] = 0.0f;
@@ -340,39 +368,33 @@ void tiled_task(const AttentionParams& p, const plan::CpuRoute& r, const Packed&
     const std::int64_t key = tile * amx.keys;
     const std::int64_t count = std::min(amx.keys, p.kv_len - key);
     const std::int64_t k_steps = amx.depth / amx::kTileDepth;
-    const void* k_hi = packed.k(p, b, rows.kv_head, tile);
-    const void* k_lo = packed.k(p, b, rows.kv_head, tile, 1);
-    const amx::Product scores[] = {{bytes(task.q), bytes(k_hi), k_steps},
-                                   {bytes(task.q), bytes(k_lo), k_steps},
-                                   {bytes(q_lo), bytes(k_hi), k_steps}};
-    product<false>(amx.tiles, scores, amx.parts == 2 ? 3 : 1, amx.depth * 2, amx.keys * 4, reinterpret_cast<std::byte*>(task.s),
-                     amx.keys * 4, amx.rows, round_up(count, amx::kTileColumns));
+    amx::Product products[6];
+    int product_count = split_products(amx.parts, bytes(task.q), q_part * 2, bytes(packed.k(p, b, rows.kv_head, tile)),
+                                       packed.k_words() * 4, k_steps, products);
+    product<false>(amx.tiles, products, product_count, amx.depth * 2, amx.keys * 4,
+                   reinterpret_cast<std::byte*>(task.s), amx.keys * 4, amx.rows, round_up(count, amx::kTileColumns));
     const std::int64_t depth = round_up(count, amx::kTileDepth);  // keys the value product reads
     bool any = false;
     for (std::int64_t row = 0; row < rows.size(); ++row) {
       any |= softmax_to_bf16(p, task.t, b, row, rows(row), key, count, task.s + row * amx.keys,
-                             task.w + row * amx.keys, w_lo != nullptr ? w_lo + row * amx.keys : nullptr, depth,
-                             amx.columns);
+                             task.w + row * amx.keys, w_part, amx.parts, depth, amx.columns);
     }
     if (!any) continue;
-    const void* v_hi = packed.v(p, b, rows.kv_head, tile);
-    const void* v_lo = packed.v(p, b, rows.kv_head, tile, 1);
     const std::int64_t v_steps = depth / amx::kTileDepth;
-    const amx::Product values[] = {{bytes(task.w), bytes(v_hi), v_steps},
-                                   {bytes(task.w), bytes(v_lo), v_steps},
-                                   {bytes(w_lo), bytes(v_hi), v_steps}};
-    product<true>(amx.tiles, values, amx.parts == 2 ? 3 : 1, amx.keys * 2, amx.columns * 4,
-                    reinterpret_cast<std::byte*>(task.t.accum), amx.columns * 4, amx.rows, amx.columns);
+    product_count = split_products(amx.parts, bytes(task.w), w_part * 2, bytes(packed.v(p, b, rows.kv_head, tile)),
+                                   amx.keys / 2 * amx.columns * 4, v_steps, products);
+    product<true>(amx.tiles, products, product_count, amx.keys * 2, amx.columns * 4,
+                  reinterpret_cast<std::byte*>(task.t.accum), amx.columns * 4, amx.rows, amx.columns);
   }
-  auto* out = static_cast<Bits*>(p.out);
   for (std::int64_t row = 0; row < rows.size(); ++row) {
     const RowAt at = rows(row);
     float* acc = task.t.accum + row * amx.columns;
     const float max = task.t.row_max[row];
     finalize_row(p, at.head, max == kNegInf ? max : max * kLn2, task.t.row_sum[row], acc, acc);
-    if (p.out_strides[3] == 1) {
+    if (p.out_strides[3] == 1 && p.dtype != DType::Float32) {
       store_row16(acc, p.value_dim, p.dtype,
-                  out + b * p.out_strides[0] + at.head * p.out_strides[1] + at.position * p.out_strides[2]);
+                  static_cast<Bits*>(p.out) + b * p.out_strides[0] + at.head * p.out_strides[1] +
+                      at.position * p.out_strides[2]);
     } else {
       store_out(p, b, at, acc);
     }

@@ -52,11 +52,12 @@ std::optional<Fit> fit_composed(const Problem& p, std::size_t& min_cap) {
   return Fit{rows, 0, float_bytes(rows, p.kv_len, "a score block"), true};
 }
 
-// Whether the tiled route multiplies on bfloat16 units: AMX tiles (bfloat16, float16) or
-// AVX512-BF16 dot products (bfloat16; float16's three products would cost more than FMAs).
+// Whether the tiled route multiplies on bfloat16 units: AMX tiles (bfloat16; float16 in two
+// parts, three products; float32 in three parts, six products) or AVX512-BF16 dot products
+// (bfloat16 only: float16's three products and float32's six would cost more than FMAs there).
 bool on_bf16_units(const Problem& p, const CpuInfo& cpu) {
   if (cpu.isa < CpuIsa::Avx512Bf16 || p.kv_len == 0) return false;
-  return p.dtype == DType::BFloat16 || (p.dtype == DType::Float16 && cpu.isa == CpuIsa::Amx);
+  return p.dtype == DType::BFloat16 || cpu.isa == CpuIsa::Amx;
 }
 
 // Tiled tiles hold block_q query positions of every head of a group (group × block_q rows).
@@ -157,13 +158,13 @@ void build_vector(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& 
 
 std::int64_t round_up(std::int64_t value, std::int64_t multiple) { return ceil_div(value, multiple) * multiple; }
 
-// The AMX layout of a tiled plan, when the tiles serve it: bfloat16 inputs on an Amx CPU,
-// and the padded score tile within the cap.
+// The AMX layout of a tiled plan, when the tiles serve it (on_bf16_units) and the padded score
+// tile is within the cap.
 void plan_amx(CpuRoute& r, const Problem& p, const CpuInfo& cpu) {
   if (!on_bf16_units(p, cpu)) return;
   auto& amx = r.amx;
   amx.tiles = cpu.isa == CpuIsa::Amx;
-  amx.parts = p.dtype == DType::Float16 ? 2 : 1;
+  amx.parts = p.dtype == DType::Float32 ? 3 : p.dtype == DType::Float16 ? 2 : 1;
   amx.rows = round_up(p.group() * r.block_q, 16);
   amx.depth = round_up(p.head_dim, 32);
   amx.columns = round_up(p.value_dim, 16);
@@ -187,7 +188,12 @@ void plan_amx(CpuRoute& r, const Problem& p, const CpuInfo& cpu) {
                                   amx.rows, amx.columns));
   if (amx.parts == 2) {
     r.plan.reasons.push_back("float16 on the tiles: q, k, v and the weights split exactly into two bfloat16 parts "
-                             "(hi + lo); three tile products per product (hi·hi + hi·lo + lo·hi)");
+                             "(x = x0 + x1); three tile products per product (x0·y0 + x0·y1 + x1·y0)");
+  }
+  if (amx.parts == 3) {
+    r.plan.reasons.push_back("float32 on the tiles: q, k, v and the weights split into three bfloat16 parts (x = x0 "
+                             "+ x1 + x2, 24 significant bits); six tile products per product (xi·yj, i + j <= 2; "
+                             "the rest is below float32's rounding); float32 accumulation");
   }
 }
 

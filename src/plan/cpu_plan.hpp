@@ -40,7 +40,7 @@ struct CpuRoute {
   struct Amx {
     bool on = false;
     bool tiles = false;          // AMX tiles; false: vdpbf16ps on the same packed layout
-    std::int64_t parts = 1;      // bfloat16 parts per value: 1 (bfloat16), 2 (float16 = hi + lo)
+    std::int64_t parts = 1;      // bfloat16 parts per value: 1 (bfloat16), 2 (float16), 3 (float32)
     std::int64_t rows = 0;       // group × block_q rounded up to 16 (a tile's rows)
     std::int64_t depth = 0;      // D rounded up to 32 (a tile's bfloat16 depth)
     std::int64_t columns = 0;    // Dv rounded up to 16 (a tile's float32 columns)
