@@ -53,10 +53,12 @@ std::optional<Fit> fit_composed(const Problem& p, std::size_t& min_cap) {
 }
 
 // Whether the tiled route multiplies on bfloat16 units: AMX tiles (bfloat16; float16 in two
-// parts, three products; float32 in three parts, six products) or AVX512-BF16 dot products
-// (bfloat16 only: float16's three products and float32's six would cost more than FMAs there).
+// parts, three products; float32 in three parts, six products, from kAmxFloat32MinHeadDim) or
+// AVX512-BF16 dot products (bfloat16 only: float16's three products and float32's six would
+// cost more than FMAs there).
 bool on_bf16_units(const Problem& p, const CpuInfo& cpu) {
   if (cpu.isa < CpuIsa::Avx512Bf16 || p.kv_len == 0) return false;
+  if (p.dtype == DType::Float32) return cpu.isa == CpuIsa::Amx && p.head_dim >= kAmxFloat32MinHeadDim;
   return p.dtype == DType::BFloat16 || cpu.isa == CpuIsa::Amx;
 }
 

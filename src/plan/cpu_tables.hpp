@@ -53,6 +53,14 @@ inline constexpr std::int64_t kTiledBlockRows = 256;
 // H200 figures in docs/performance.md were measured so; on dot products here 128 and 256
 // rows measured the same (llama3-8b-prefill-bf16 380 / 396 vs 377 / 396 ms).
 inline constexpr std::int64_t kBf16UnitBlockRows = 128;
+// float32 runs on the AMX tiles (three bfloat16 parts, six products) from this head size up;
+// below, the FMA kernels. Xeon of the H200 machine, 2 threads, two alternating rounds of
+// HEED_CPU_ISA=amx against avx512bf16 (FMAs), ms (2026-11-30, session 7): llama3-8b-prefill
+// (D 128, causal) 696 / 447 against 560 / 586, llama3-8b-prefill-full 989 / 852 against
+// 1219 / 1262; but bert-base (D 64) 211 / 158 against 156 / 133 and bge-small (D 32) 136 /
+// 107 against 82 / 81: at small D the splitting and the six products' fixed costs outweigh
+// the FMAs saved.
+inline constexpr std::int64_t kAmxFloat32MinHeadDim = 128;
 inline constexpr std::int64_t kTiledMinBlockK = 16;
 inline constexpr std::int64_t kTiledMaxBlockK = 256;
 // Fraction (1/N) of the per-core L2 that one worker's tiles may fill. Swept 2026-11-30 on this
