@@ -276,7 +276,8 @@ void time_tiled_variants(const char* name, const heed::TensorView& q, const heed
     if (!std::holds_alternative<route::Tiled>(route.plan.kernel)) return;
     std::string label = variant.name;
     if (variant.flip_pingpong) {
-      if (!route.tiled.wgmma || plan::cuda::kHopperConfigs[route.tiled.config].consumers != 2) continue;
+      const plan::cuda::HopperConfig& planned = plan::cuda::kHopperConfigs[route.tiled.config];
+      if (!route.tiled.wgmma || planned.consumers != 2 || planned.depth_split) continue;
       route.tiled.pingpong = !route.tiled.pingpong;
       label = route.tiled.pingpong ? "wgmma_pingpong" : "wgmma_no_pingpong";
     }

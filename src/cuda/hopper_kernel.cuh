@@ -9,6 +9,8 @@
 //   memory), the online softmax of the mma.sync kernel on the accumulators (same layout per
 //   warp), then O += P·V with P from registers and V from shared memory (transposed). S of
 //   tile j and P·V of tile j-1 run during tile j's softmax; two consumers take turns to issue.
+// - Depth split (D 512): both consumers hold the same 64 rows, each half of D and of Dv; their
+//   partial S meet in shared memory, and each multiplies the weights into its half of V.
 // Shapes: plan/cuda_tables.hpp (kHopperConfigs), read by the planner too.
 
 #include <cuda.h>
@@ -53,7 +55,15 @@ struct Traits {
   static_assert(D % kPanelColumns == 0 && Dv % kPanelColumns == 0, "whole 128-byte panels");
   static_assert(Dv <= D, "the output is staged in the Q tile's rows");
   static constexpr int kValueParts = kConfig.value_parts;
-  static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && Dv <= 256, "wgmma shapes and TMA boxes");
+  static constexpr bool kSplit = kConfig.depth_split;
+  // Columns of D and Dv each consumer multiplies: all, or its half under the depth split.
+  static constexpr int kDPer = kSplit ? D / 2 : D, kDvPer = kSplit ? Dv / 2 : Dv;
+  static constexpr int kExchangeOffset = static_cast<int>(plan::cuda::hopper_exchange_offset(kConfig));
+  // Under the depth split a consumer stages its output in its own Q panels (kDPer == kDvPer).
+  static_assert(!kSplit || (kConsumers == 2 && kDPer % kPanelColumns == 0 && kDPer == kDvPer &&
+                            kValueParts == 1 && !kConfig.pingpong),
+                "the depth split: two consumers, whole panels each, no value parts, no ping-pong");
+  static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kDvPer <= 256, "wgmma shapes and TMA boxes");
 };
 
 // mbarriers and TMA loads: cuda/tma.cuh.
@@ -126,7 +136,7 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
   constexpr int D = Tr::D, Dv = Tr::Dv;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kStages = Tr::kStages;
   constexpr int kNTiles = kBlockN / 8;  // 8-key score fragments per tile
-  constexpr int kOTiles = Dv / 8;       // 8-column output fragments
+  constexpr int kOTiles = Tr::kDvPer / 8;  // 8-column output fragments
   extern __shared__ unsigned char shared_raw[];
   // The swizzle's atoms are 1024 bytes: align the base (the planner adds 1 KiB for this).
   const unsigned raw = shared_address(shared_raw);
@@ -190,16 +200,18 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
     const int thread = threadIdx.x - 128 * warpgroup;
     const int lane = thread & 31, warp = thread >> 5;  // warp within the warpgroup
     const int quad_row = lane >> 2, quad_col = lane & 3;
-    const int wg_row0 = 64 * consumer;  // first row of this warpgroup in the block
+    const int wg_row0 = Tr::kSplit ? 0 : 64 * consumer;  // first row of this warpgroup in the block
+    // The depth split: this consumer's first column of D (Q, K) and of Dv (V, out).
+    const int d0 = Tr::kSplit ? Tr::kDPer * consumer : 0, dv0 = Tr::kSplit ? Tr::kDvPer * consumer : 0;
 
     // Q: this warpgroup's 64 rows, 16-byte copies into the swizzled layout (zeros past the last row).
     {
       const T* q_batch = static_cast<const T*>(a.q) + b * a.q_strides.s[0];
-      constexpr int kChunks = D / 8;
+      constexpr int kChunks = Tr::kDPer / 8;
 #pragma unroll
       for (int i = 0; i < 64 * kChunks / 128; ++i) {
         const int index = thread + 128 * i;
-        const int r = wg_row0 + index / kChunks, c = index % kChunks;
+        const int r = wg_row0 + index / kChunks, c = d0 / 8 + index % kChunks;
         const int row = row0 + r;
         const bool valid = row < rows;
         const T* source = q_batch;
@@ -237,10 +249,10 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
       const unsigned k_tile = ring + stage * Tr::kStageBytes;
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        const unsigned column = (kk % 4) * 32u;
-        Wgmma<T, kBlockN>::ss(s, descriptor(q_rows + (kk / 4) * Tr::kQPanel + column, 16, 1024),
-                              descriptor(k_tile + (kk / 4) * Tr::kRingPanel + column, 16, 1024), kk > 0);
+      for (int kk = 0; kk < Tr::kDPer / 16; ++kk) {
+        const unsigned column = (kk % 4) * 32u, panel = d0 / 64 + kk / 4;
+        Wgmma<T, kBlockN>::ss(s, descriptor(q_rows + panel * Tr::kQPanel + column, 16, 1024),
+                              descriptor(k_tile + panel * Tr::kRingPanel + column, 16, 1024), kk > 0);
       }
       wgmma_commit();
     };
@@ -249,11 +261,11 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
     const auto issue_values = [&](const std::uint32_t (&p)[kBlockN / 16][4], int step) {
       const int stage = step % kStages;
       barrier_wait(full_v(stage), (step / kStages) & 1);
-      const unsigned v_tile = ring + stage * Tr::kStageBytes + Tr::kKBytes;
+      const unsigned v_tile = ring + stage * Tr::kStageBytes + Tr::kKBytes + (dv0 / 64) * Tr::kRingPanel;
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kBlockN / 16; ++kk) {
-        Wgmma<T, Dv>::rs(o, p[kk], descriptor(v_tile + kk * 2048u, Tr::kRingPanel, 1024), 1);
+        Wgmma<T, Tr::kDvPer>::rs(o, p[kk], descriptor(v_tile + kk * 2048u, Tr::kRingPanel, 1024), 1);
       }
       wgmma_commit();
     };
@@ -261,6 +273,28 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
     const auto release = [&](unsigned barrier) {
       __syncwarp();
       if (lane == 0) barrier_arrive(barrier);
+    };
+    // The depth split: this consumer's partial S of tile `step` to shared memory, then the other's
+    // added (a + b in both consumers, so both hold the same S). Two buffers alternate by tile: a
+    // consumer writes tile step + 1's only after both passed tile step's barrier, and the other
+    // read tile step - 1's before it.
+    const auto exchange = [&](float (&s)[kNTiles][4], int step) {
+      if constexpr (Tr::kSplit) {
+        float4* const buffers = reinterpret_cast<float4*>(shared + Tr::kExchangeOffset);
+        float4* const mine = buffers + ((step & 1) * 2 + consumer) * kNTiles * 128;
+        const float4* const theirs = buffers + ((step & 1) * 2 + 1 - consumer) * kNTiles * 128;
+#pragma unroll
+        for (int j = 0; j < kNTiles; ++j) mine[j * 128 + thread] = make_float4(s[j][0], s[j][1], s[j][2], s[j][3]);
+        asm volatile("bar.sync 5, 256;\n" ::: "memory");
+#pragma unroll
+        for (int j = 0; j < kNTiles; ++j) {
+          const float4 other = theirs[j * 128 + thread];
+          s[j][0] += other.x;
+          s[j][1] += other.y;
+          s[j][2] += other.z;
+          s[j][3] += other.w;
+        }
+      }
     };
     // Scores of tile `step` to weights 2^(s - frame) in place (log2 domain; -inf where the key is
     // out of the row's reach), the row maxima updated; returns the old state's rescale factors.
@@ -335,7 +369,7 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
       float s[kNTiles][4];
       std::uint32_t p[kBlockN / 16][4];
       float rescale[2], tile_sum[2];
-      const bool pingpong = Tr::kConsumers == 2 && a.pingpong;
+      const bool pingpong = Tr::kConsumers == 2 && !Tr::kSplit && a.pingpong;
       if (pingpong && consumer == 1) pass_turn(consumer);
       if (pingpong) wait_turn(consumer);
       issue_scores(s, 0);
@@ -343,6 +377,7 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
       wgmma_wait<0>();
       hold(s);
       release(empty_k(0));
+      exchange(s, 0);
       softmax(s, 0, rescale, tile_sum);
 #pragma unroll
       for (int half = 0; half < 2; ++half) row_sum[half] = tile_sum[half];
@@ -355,6 +390,7 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
         wgmma_wait<1>();  // S of tile `step`
         hold(s);
         release(empty_k(step % kStages));
+        exchange(s, step);
         softmax(s, step, rescale, tile_sum);
         wgmma_wait<0>();  // P·V of tile step - 1
         hold(o);
@@ -399,16 +435,16 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int r = wg_row0 + warp * 16 + quad_row + 8 * half;
-        *reinterpret_cast<std::uint32_t*>(shared + swizzled(r, j, Tr::kQPanel) + 4 * quad_col) =
+        *reinterpret_cast<std::uint32_t*>(shared + swizzled(r, dv0 / 8 + j, Tr::kQPanel) + 4 * quad_col) =
             tiled::pack<T>(o[j][2 * half] * factor[half], o[j][2 * half + 1] * factor[half]);
       }
     __syncwarp();
     T* const out_batch = static_cast<T*>(a.out) + b * a.out_strides.s[0] + std::int64_t{Dv} * part * a.out_strides.s[3];
-    constexpr int kChunksV = Dv / 8;
+    constexpr int kChunksV = Tr::kDvPer / 8;
 #pragma unroll
-    for (int i = 0; i < Dv / 16; ++i) {
+    for (int i = 0; i < Tr::kDvPer / 16; ++i) {
       const int index = lane + 32 * i;
-      const int r = wg_row0 + warp * 16 + index / kChunksV, c = index % kChunksV;
+      const int r = wg_row0 + warp * 16 + index / kChunksV, c = dv0 / 8 + index % kChunksV;
       const int row = row0 + r;
       if (row >= rows) continue;
       T* const destination = out_batch + (kv_head * group + row % group) * a.out_strides.s[1] +

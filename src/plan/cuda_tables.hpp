@@ -304,6 +304,10 @@ struct HopperConfig {
   int consumers = 2;          // warpgroups of 64 rows; 1: two blocks per SM
   int value_parts = 1;        // blocks per row block, each value_dim columns of Dv (S recomputed)
   int blocks_per_sm = 0;      // resident blocks per SM; 0: 2 with one consumer, else 1
+  // Two consumers on the same 64 rows, each with half of D and half of Dv: each issues S over
+  // its half of D, the two partial S meet in shared memory (summed in the same order by both),
+  // and each multiplies the weights into its half of V. No S is computed twice.
+  bool depth_split = false;
 };
 // The first entry for (D, Dv) whose masking and min_keys match serves a call. Longer tiles
 // amortise each tile's softmax bookkeeping; under causal masking and for short key ranges
@@ -331,10 +335,11 @@ inline constexpr HopperConfig kHopperConfigs[] = {
     {128, 128, 128, 2, true, HopperMasking::Any, 0, 2},
     // 64 + 2 × 64 KiB; O 128 registers leave S 32 (64 keys).
     {256, 256, 64, 2, true, HopperMasking::Any, 0, 2},
-    // D 512 in two value parts of 256 columns (S recomputed by each, as the mma.sync entry):
-    // Q 128 KiB + 2 × (K 32 + half-V 16) KiB; O 128, S 16, P 8 registers. 4k causal: 237-253
-    // against 131 TFLOP/s on the mma.sync value split (session 7).
-    {512, 256, 32, 2, true, HopperMasking::Any, 0, 2, 2},
+    // D 512, the depth split: 64 rows, Q 64 KiB + 2 × (K 32 + V 32) KiB + 32 KiB for the
+    // partial S (two buffers per consumer); O 128 (256 columns), S 16, P 8 registers per thread.
+    // Session 7 first ran D 512 as two value parts of 256 columns in separate blocks, each
+    // computing S again (4k causal: 237-253 against 131 TFLOP/s on the mma.sync value split).
+    {512, 512, 32, 2, false, HopperMasking::Any, 0, 2, 1, 0, true},
 };
 inline constexpr int kHopperConfigCount = static_cast<int>(sizeof(kHopperConfigs) / sizeof(kHopperConfigs[0]));
 // Entries the planner picks from (entries after these would be the benchmark's A/B candidates).
@@ -342,7 +347,9 @@ inline constexpr int kHopperPlannedCount = kHopperConfigCount;
 // Rows per consumer warpgroup (the M of wgmma) and threads per warpgroup.
 inline constexpr int kHopperRowsPerConsumer = 64;
 inline constexpr int kHopperWarpgroupThreads = 128;
-constexpr int hopper_block_m(const HopperConfig& c) { return kHopperRowsPerConsumer * c.consumers; }
+constexpr int hopper_block_m(const HopperConfig& c) {
+  return kHopperRowsPerConsumer * (c.depth_split ? 1 : c.consumers);
+}
 constexpr int hopper_threads(const HopperConfig& c) { return kHopperWarpgroupThreads * (1 + c.consumers); }
 // Registers per thread after setmaxnreg (multiples of 8). Two consumers, one block per SM:
 // 128 × (40 + 2 × 232) = 64512 of the SM's 65536. One consumer, two blocks: each block's
@@ -377,8 +384,16 @@ constexpr std::int64_t hopper_ring_offset(const HopperConfig& c) { return std::i
 constexpr std::int64_t hopper_stage_bytes(const HopperConfig& c) {
   return std::int64_t{c.block_n} * (c.head_dim + c.value_dim) * 2;
 }
-constexpr std::int64_t hopper_barrier_offset(const HopperConfig& c) {
+// The depth split's partial scores: per buffer (two, alternating by tile) and consumer, each
+// thread's block_n / 2 floats of S, stored as float4 [fragment][thread].
+constexpr std::int64_t hopper_exchange_offset(const HopperConfig& c) {
   return hopper_ring_offset(c) + c.stages * hopper_stage_bytes(c);
+}
+constexpr std::int64_t hopper_exchange_bytes(const HopperConfig& c) {
+  return c.depth_split ? std::int64_t{2} * c.consumers * kHopperWarpgroupThreads * (c.block_n / 2) * 4 : 0;
+}
+constexpr std::int64_t hopper_barrier_offset(const HopperConfig& c) {
+  return hopper_exchange_offset(c) + hopper_exchange_bytes(c);
 }
 constexpr std::int64_t hopper_shared_bytes(const HopperConfig& c) {
   return hopper_barrier_offset(c) + 4 * 8 * c.stages + 1024;

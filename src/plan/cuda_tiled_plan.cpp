@@ -175,6 +175,14 @@ void build_cuda_tiled(CudaRoute& r, const Problem& p, const CudaTiledFit& fit) {
                              s.q_in_registers ? "in registers" : "read from shared memory per key tile", s.stages,
                              s.shared_bytes));
   }
+  if (s.wgmma && kHopperConfigs[s.config].depth_split) {
+    reasons.push_back(format("depth split: both consumers hold the block's {} rows, each {} of D's {} columns and {} "
+                             "of Dv's {}; each issues S over its columns, the two partial score tiles are summed "
+                             "through shared memory ({} bytes, two buffers), and each multiplies the weights into "
+                             "its columns of V: S is computed once, O ({} columns per thread row) fits the registers",
+                             s.block_m, p.head_dim / 2, p.head_dim, p.value_dim / 2, p.value_dim,
+                             hopper_exchange_bytes(kHopperConfigs[s.config]), p.value_dim / 2));
+  }
   if (s.value_parts > 1) {
     reasons.push_back(format("value split: Dv {} in {} parts of {} columns, blocks z = b x {} + part; each part "
                              "computes S over all of D {} again ({}x the FLOPs of one pass), since a warp's {} "

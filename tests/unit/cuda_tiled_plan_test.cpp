@@ -260,7 +260,8 @@ TEST(CudaTiledPlan, EveryHopperConfigurationFitsAnH200) {
     EXPECT_TRUE(r.tiled.wgmma) << r.plan.explain();
     EXPECT_EQ(r.tiled.config, i) << r.plan.explain();
     EXPECT_EQ(r.tiled.block_n, c.block_n);
-    EXPECT_EQ(r.tiled.block_m, 64 * c.consumers);
+    EXPECT_EQ(r.tiled.block_m, plan::cuda::hopper_block_m(c));
+    EXPECT_EQ(r.tiled.block_m, c.depth_split ? 64 : 64 * c.consumers);
     EXPECT_EQ(r.tiled.shared_bytes, plan::cuda::hopper_shared_bytes(c));
     EXPECT_EQ(r.tiled.value_parts, c.value_parts);
   }
@@ -280,6 +281,21 @@ TEST(CudaTiledPlan, EveryHopperConfigurationFitsAnH200) {
   AttentionOptions causal;
   causal.causal = true;
   EXPECT_EQ(plan_prefill(problem(32, 12, 12, 512, 512, 64, 64, DType::BFloat16, causal), h200_wgmma()).tiled.block_m, 128);
+}
+
+TEST(CudaTiledPlan, HeadSize512SplitsItsDepthOnHopper) {
+  AttentionOptions causal;
+  causal.causal = true;
+  const plan::CudaRoute r =
+      plan_prefill(problem(1, 8, 8, 4096, 4096, 512, 512, DType::BFloat16, causal), h200_wgmma());
+  ASSERT_TRUE(r.tiled.wgmma) << r.plan.explain();
+  EXPECT_EQ(r.tiled.value_parts, 1);
+  EXPECT_EQ(r.tiled.block_m, 64);
+  EXPECT_FALSE(r.tiled.pingpong);
+  EXPECT_TRUE(mentions(r.plan, "depth split: both consumers hold the block's 64 rows, each 256 of D's 512 columns"))
+      << r.plan.explain();
+  EXPECT_TRUE(mentions(r.plan, "grid [64, 8, 1]")) << r.plan.explain();  // 4096 rows / 64, no value parts
+  EXPECT_FALSE(mentions(r.plan, "value split")) << r.plan.explain();
 }
 
 // Each condition the wgmma kernel needs, with the mma.sync kernel and the reason otherwise.
