@@ -340,15 +340,10 @@ inline constexpr HopperConfig kHopperConfigs[] = {
     // Session 7 first ran D 512 as two value parts of 256 columns in separate blocks, each
     // computing S again (4k causal: 237-253 against 131 TFLOP/s on the mma.sync value split).
     {512, 512, 32, 2, false, HopperMasking::Any, 0, 2, 1, 0, true},
-    // From here on A/B candidates, which the planner never picks (the benchmark's lines time
-    // them). For BERT: two consumers (128 rows, so each K/V tile loaded from L2 serves twice the
-    // rows of the entry above) and two blocks per SM; 16 + 2 × 16 KiB per block; registers
-    // 24 / 104 of the block's 384 × 80; S 32, O 32, P 16.
-    {64, 64, 64, 2, true, HopperMasking::Full, 0, 2, 1, 2},
 };
 inline constexpr int kHopperConfigCount = static_cast<int>(sizeof(kHopperConfigs) / sizeof(kHopperConfigs[0]));
-// Entries the planner picks from: the ones before the A/B candidates.
-inline constexpr int kHopperPlannedCount = 8;
+// Entries the planner picks from (entries after these would be the benchmark's A/B candidates).
+inline constexpr int kHopperPlannedCount = kHopperConfigCount;
 // Rows per consumer warpgroup (the M of wgmma) and threads per warpgroup.
 inline constexpr int kHopperRowsPerConsumer = 64;
 inline constexpr int kHopperWarpgroupThreads = 128;
@@ -363,13 +358,12 @@ constexpr int hopper_blocks_per_sm(const HopperConfig& c) {
   return c.blocks_per_sm > 0 ? c.blocks_per_sm : c.consumers == 1 ? 2 : 1;
 }
 constexpr int hopper_producer_registers(const HopperConfig& c) {
-  return hopper_blocks_per_sm(c) * c.consumers > 2 ? 24 : c.consumers == 1 ? 32 : 40;
+  return hopper_blocks_per_sm(c) > 2 ? 24 : c.consumers == 1 ? 32 : 40;
 }
-// Above two consumer warpgroups per SM: what the block's share of 65536 leaves the consumers
-// beside the producer (three one-consumer blocks: 256 × 80 per block, 24 + 136; two
-// two-consumer blocks: 384 × 80, 24 + 2 × 104).
+// Above two blocks per SM: what the block's share of 65536 leaves the consumers beside the
+// producer (three one-consumer blocks: 256 × 80 per block, 24 + 136).
 constexpr int hopper_consumer_registers(const HopperConfig& c) {
-  if (hopper_blocks_per_sm(c) * c.consumers <= 2) return c.consumers == 1 ? 224 : 232;
+  if (hopper_blocks_per_sm(c) <= 2) return c.consumers == 1 ? 224 : 232;
   const int launch = 65536 / (hopper_blocks_per_sm(c) * hopper_threads(c)) / 8 * 8;
   return (launch * (1 + c.consumers) - hopper_producer_registers(c)) / c.consumers / 8 * 8;
 }
