@@ -11,9 +11,6 @@
 //   tile j and P·V of tile j-1 run during tile j's softmax; two consumers take turns to issue.
 // - Depth split (D 512): both consumers hold the same 64 rows, each half of D and of Dv; their
 //   partial S meet in shared memory, and each multiplies the weights into its half of V.
-// - Clusters (kHopperConfigs' `cluster`): adjacent row blocks of one key head run the union of
-//   their key tiles; each block's producer copies its share of every tile's panels into all of
-//   them (TMA multicast), and a stage is refilled once every consumer of the cluster released it.
 // Shapes: plan/cuda_tables.hpp (kHopperConfigs), read by the planner too.
 
 #include <cuda.h>
@@ -62,9 +59,6 @@ struct Traits {
   // Columns of D and Dv each consumer multiplies: all, or its half under the depth split.
   static constexpr int kDPer = kSplit ? D / 2 : D, kDvPer = kSplit ? Dv / 2 : Dv;
   static constexpr int kExchangeOffset = static_cast<int>(plan::cuda::hopper_exchange_offset(kConfig));
-  static constexpr int kCluster = kConfig.cluster;
-  static_assert(kCluster == 1 || ((D / 64) % kCluster == 0 && (Dv / 64) % kCluster == 0),
-                "each block of a cluster copies whole panels of every tile");
   // Under the depth split a consumer stages its output in its own Q panels (kDPer == kDvPer).
   static_assert(!kSplit || (kConsumers == 2 && kDPer % kPanelColumns == 0 && kDPer == kDvPer &&
                             kValueParts == 1 && !kConfig.pingpong),
@@ -162,14 +156,8 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
   const int rows = static_cast<int>(a.rows), group = static_cast<int>(g.group);
   const int kv_len = static_cast<int>(g.kv_len), q_len = static_cast<int>(g.q_len), offset = kv_len - q_len;
   const int window = g.window > 0 ? static_cast<int>(min(g.window, g.kv_len + g.q_len)) : 0;
-  // A cluster's blocks run the union of their key tiles (their rows are adjacent): the reach
-  // of all the cluster's rows. The edge tests below stay conservative for each block's rows.
-  const int reach_row0 =
-      Tr::kCluster == 1
-          ? row0
-          : static_cast<int>((a.row_blocks - Tr::kCluster - blockIdx.x / Tr::kCluster * Tr::kCluster) * kBlockM);
-  const int row_last = min(reach_row0 + Tr::kCluster * kBlockM, rows) - 1;
-  const tiled::BlockReach reach = tiled::block_reach(reach_row0, row_last, group, offset, window, g.causal, kv_len);
+  const int row_last = min(row0 + kBlockM, rows) - 1;
+  const tiled::BlockReach reach = tiled::block_reach(row0, row_last, group, offset, window, g.causal, kv_len);
   const int tile_first = reach.begin / kBlockN;
   const int n_tiles = reach.begin < reach.end ? (reach.end + kBlockN - 1) / kBlockN - tile_first : 0;
 
@@ -177,18 +165,12 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
     for (int stage = 0; stage < kStages; ++stage) {
       barrier_init(full_k(stage), 1);
       barrier_init(full_v(stage), 1);
-      // One arrival per consumer warp of the cluster.
-      barrier_init(empty_k(stage), 4 * Tr::kConsumers * Tr::kCluster);
-      barrier_init(empty_v(stage), 4 * Tr::kConsumers * Tr::kCluster);
+      barrier_init(empty_k(stage), 4 * Tr::kConsumers);  // one arrival per consumer warp
+      barrier_init(empty_v(stage), 4 * Tr::kConsumers);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  if constexpr (Tr::kCluster > 1) {
-    tma::cluster_sync();  // every block's barriers exist before any multicast or remote arrival
-  } else {
-    __syncthreads();
-  }
-  const unsigned rank = Tr::kCluster > 1 ? tma::cluster_rank() : 0;
+  __syncthreads();
 
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {
@@ -202,34 +184,13 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
         const unsigned k_tile = ring + stage * Tr::kStageBytes, v_tile = k_tile + Tr::kKBytes;
         if (step >= kStages) barrier_wait(empty_k(stage), reuse);
         barrier_expect_bytes(full_k(stage), Tr::kKBytes);
-        if constexpr (Tr::kCluster > 1) {
-          constexpr int kPanels = D / 64 / Tr::kCluster;
-          constexpr std::uint16_t kAll = (1u << Tr::kCluster) - 1;
 #pragma unroll
-          for (int i = 0; i < kPanels; ++i) {
-            const int p = static_cast<int>(rank) * kPanels + i;
-            tma::load_box_multicast(k_tile + p * Tr::kRingPanel, &a.k_map, full_k(stage), 64 * p, n0, head, batch, kAll);
-          }
-        } else {
-#pragma unroll
-          for (int p = 0; p < D / 64; ++p) tma::load_box(k_tile + p * Tr::kRingPanel, &a.k_map, full_k(stage), 64 * p, n0, head, batch);
-        }
+        for (int p = 0; p < D / 64; ++p) tma::load_box(k_tile + p * Tr::kRingPanel, &a.k_map, full_k(stage), 64 * p, n0, head, batch);
         if (step >= kStages) barrier_wait(empty_v(stage), reuse);
         barrier_expect_bytes(full_v(stage), Tr::kVBytes);
-        if constexpr (Tr::kCluster > 1) {
-          constexpr int kPanels = Dv / 64 / Tr::kCluster;
-          constexpr std::uint16_t kAll = (1u << Tr::kCluster) - 1;
 #pragma unroll
-          for (int i = 0; i < kPanels; ++i) {
-            const int p = static_cast<int>(rank) * kPanels + i;
-            tma::load_box_multicast(v_tile + p * Tr::kRingPanel, &a.v_map, full_v(stage), Dv * part + 64 * p, n0, head,
-                                    batch, kAll);
-          }
-        } else {
-#pragma unroll
-          for (int p = 0; p < Dv / 64; ++p) {
-            tma::load_box(v_tile + p * Tr::kRingPanel, &a.v_map, full_v(stage), Dv * part + 64 * p, n0, head, batch);
-          }
+        for (int p = 0; p < Dv / 64; ++p) {
+          tma::load_box(v_tile + p * Tr::kRingPanel, &a.v_map, full_v(stage), Dv * part + 64 * p, n0, head, batch);
         }
       }
     }
@@ -308,17 +269,10 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
       }
       wgmma_commit();
     };
-    // A stage's K (or V) is free once this warp's wgmma that read it has completed; in a cluster
-    // every block's producer hears of it (their copies land in this block's stage too).
+    // A stage's K (or V) is free once this warp's wgmma that read it has completed.
     const auto release = [&](unsigned barrier) {
       __syncwarp();
-      if (lane == 0) {
-        barrier_arrive(barrier);
-#pragma unroll
-        for (int other = 1; other < Tr::kCluster; ++other) {
-          tma::barrier_arrive_remote(barrier, (rank + other) % Tr::kCluster);
-        }
-      }
+      if (lane == 0) barrier_arrive(barrier);
     };
     // The depth split: this consumer's partial S of tile `step` to shared memory, then the other's
     // added (a + b in both consumers, so both hold the same S). Two buffers alternate by tile: a
@@ -505,9 +459,6 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
       }
     }
   }
-  // No block of a cluster leaves while another may still copy into its shared memory or
-  // arrive on its barriers.
-  if constexpr (Tr::kCluster > 1) tma::cluster_sync();
 #else
   __trap();  // built for another architecture: the planner never launches it there
 #endif
@@ -518,23 +469,7 @@ template <typename T, int kConfig>
 void launch(const HopperArgs& args, dim3 grid, cudaStream_t stream) {
   using Tr = Traits<kConfig>;
   allow_shared_bytes<hopper_kernel<T, kConfig>, Carveout::Driver>(Tr::kSharedBytes);
-  if constexpr (Tr::kCluster > 1) {
-    cudaLaunchConfig_t config = {};
-    config.gridDim = grid;  // x a multiple of the cluster (the planner rounds row blocks up)
-    config.blockDim = dim3(Tr::kThreads);
-    config.dynamicSmemBytes = Tr::kSharedBytes;
-    config.stream = stream;
-    cudaLaunchAttribute attribute = {};
-    attribute.id = cudaLaunchAttributeClusterDimension;
-    attribute.val.clusterDim.x = Tr::kCluster;
-    attribute.val.clusterDim.y = 1;
-    attribute.val.clusterDim.z = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-    cudaLaunchKernelEx(&config, hopper_kernel<T, kConfig>, args);  // errors: check_launch
-  } else {
-    hopper_kernel<T, kConfig><<<grid, Tr::kThreads, Tr::kSharedBytes, stream>>>(args);
-  }
+  hopper_kernel<T, kConfig><<<grid, Tr::kThreads, Tr::kSharedBytes, stream>>>(args);
 }
 
 }  // namespace heed::cuda::hopper

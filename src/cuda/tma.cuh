@@ -42,33 +42,4 @@ __device__ __forceinline__ void load_box(unsigned destination, const CUtensorMap
       : "memory");
 }
 
-// The same box into the same shared-memory offset of every block of the cluster in `mask`,
-// completing on the barrier at `barrier`'s offset in each of them.
-__device__ __forceinline__ void load_box_multicast(unsigned destination, const CUtensorMap* map, unsigned barrier,
-                                                   int column, int row, int head, int batch, std::uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
-      "[%1, {%2, %3, %4, %5}], [%6], %7;\n" ::"r"(destination),
-      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(column), "r"(row), "r"(head), "r"(batch), "r"(barrier), "h"(mask)
-      : "memory");
-}
-
-// Clusters: this block's rank, an arrival on the barrier at `barrier`'s offset in block `rank`
-// (default .release.cta semantics, as CUTLASS's cluster barrier: the arrivals release stages
-// whose reads have completed; .release.cluster would add a GPU-wide fence to every one), and
-// the cluster-wide barrier (every thread of every block).
-__device__ __forceinline__ unsigned cluster_rank() {
-  unsigned rank;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
-  return rank;
-}
-__device__ __forceinline__ void barrier_arrive_remote(unsigned barrier, unsigned rank) {
-  unsigned remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(barrier), "r"(rank));
-  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
-
 }  // namespace heed::cuda::tma

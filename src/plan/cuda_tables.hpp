@@ -308,10 +308,6 @@ struct HopperConfig {
   // its half of D, the two partial S meet in shared memory (summed in the same order by both),
   // and each multiplies the weights into its half of V. No S is computed twice.
   bool depth_split = false;
-  // Blocks per cluster (adjacent row blocks of one key head): each block's producer copies its
-  // share of every K and V tile into all of them (TMA multicast), so each tile leaves L2 once
-  // per cluster; the blocks run the union of their key tiles.
-  int cluster = 1;
 };
 // The first entry for (D, Dv) whose masking and min_keys match serves a call. Longer tiles
 // amortise each tile's softmax bookkeeping; under causal masking and for short key ranges
@@ -343,7 +339,7 @@ inline constexpr HopperConfig kHopperConfigs[] = {
     // partial S (two buffers per consumer); O 128 (256 columns), S 16, P 8 registers per thread.
     // Session 7 first ran D 512 as two value parts of 256 columns in separate blocks, each
     // computing S again (4k causal: 237-253 against 131 TFLOP/s on the mma.sync value split).
-    {512, 512, 32, 2, false, HopperMasking::Any, 0, 2, 1, 0, true, 2},
+    {512, 512, 32, 2, false, HopperMasking::Any, 0, 2, 1, 0, true},
 };
 inline constexpr int kHopperConfigCount = static_cast<int>(sizeof(kHopperConfigs) / sizeof(kHopperConfigs[0]));
 // Entries the planner picks from (entries after these would be the benchmark's A/B candidates).

@@ -140,7 +140,6 @@ std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInf
     s.block_m = hopper_block_m(h);
     s.block_n = h.block_n;
     s.row_blocks = (s.rows + s.block_m - 1) / s.block_m;
-    s.row_blocks = (s.row_blocks + h.cluster - 1) / h.cluster * h.cluster;  // whole clusters
     s.shared_bytes = hopper_shared_bytes(h);
     fit.intermediate = static_cast<std::size_t>(s.block_m * s.block_n * 4);
     fit.kernel_reason = format("tiled kernel wgmma: compute capability 9.0 with sm_90a code{}",
@@ -175,13 +174,6 @@ void build_cuda_tiled(CudaRoute& r, const Problem& p, const CudaTiledFit& fit) {
                              s.block_m, s.block_n, s.warps,
                              s.q_in_registers ? "in registers" : "read from shared memory per key tile", s.stages,
                              s.shared_bytes));
-  }
-  if (s.wgmma && kHopperConfigs[s.config].cluster > 1) {
-    const int cluster = kHopperConfigs[s.config].cluster;
-    reasons.push_back(format("clusters of {} adjacent row blocks ({} blocks, whole clusters): each block's producer "
-                             "copies 1/{} of every K and V tile into all of them (TMA multicast), so a tile leaves "
-                             "L2 once per cluster; a cluster runs the union of its blocks' key tiles",
-                             cluster, s.row_blocks, cluster));
   }
   if (s.wgmma && kHopperConfigs[s.config].depth_split) {
     reasons.push_back(format("depth split: both consumers hold the block's {} rows, each {} of D's {} columns and {} "

@@ -161,19 +161,15 @@ void check_case(const CaseSpec& spec) {
           // [ceil(group x Lq / block_q), Hkv, B]: a block holds block_q rows of a key head's group.
           // z = B × value parts (D 512's columns in two halves on the mma.sync kernel; the wgmma
           // kernel splits D 512's depth inside one block instead).
-          // x = row blocks, rounded up to whole clusters where the wgmma entry runs in clusters.
-          int parts = 1, cluster = 1;
+          int parts = 1;
           if (plan.kernel_name.find("wgmma") != std::string::npos) {
             const int config = plan::cuda::hopper_config_index(spec.head_dim, spec.value_dim, spec.causal, spec.kv_len);
-            if (config >= 0) {
-              parts = plan::cuda::kHopperConfigs[config].value_parts;
-              cluster = plan::cuda::kHopperConfigs[config].cluster;
-            }
+            if (config >= 0) parts = plan::cuda::kHopperConfigs[config].value_parts;
           } else {
             const int config = plan::cuda::tiled_config_index(spec.head_dim, spec.value_dim);
             if (config >= 0) parts = plan::cuda::kTiledConfigs[config].value_parts;
           }
-          EXPECT_EQ(d.x, ceil_div(ceil_div((spec.q_heads / spec.kv_heads) * spec.q_len, tiled->block_q), cluster) * cluster);
+          EXPECT_EQ(d.x, ceil_div((spec.q_heads / spec.kv_heads) * spec.q_len, tiled->block_q));
           EXPECT_EQ(d.y, spec.kv_heads);
           EXPECT_EQ(d.z, spec.batch * parts);
           EXPECT_EQ(d.count, 1);

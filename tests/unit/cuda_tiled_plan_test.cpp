@@ -296,11 +296,6 @@ TEST(CudaTiledPlan, HeadSize512SplitsItsDepthOnHopper) {
       << r.plan.explain();
   EXPECT_TRUE(mentions(r.plan, "grid [64, 8, 1]")) << r.plan.explain();  // 4096 rows / 64, no value parts
   EXPECT_FALSE(mentions(r.plan, "value split")) << r.plan.explain();
-  EXPECT_TRUE(mentions(r.plan, "clusters of 2 adjacent row blocks (64 blocks")) << r.plan.explain();
-  // An odd count of row blocks is rounded up to whole clusters: 300 rows of 64 are 5 blocks, run as 6.
-  const plan::CudaRoute odd = plan_prefill(problem(1, 2, 2, 300, 300, 512, 512, DType::BFloat16), h200_wgmma());
-  EXPECT_EQ(odd.tiled.row_blocks, 6);
-  EXPECT_TRUE(mentions(odd.plan, "grid [6, 2, 1]")) << odd.plan.explain();
 }
 
 // Each condition the wgmma kernel needs, with the mma.sync kernel and the reason otherwise.
