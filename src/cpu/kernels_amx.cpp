@@ -45,6 +45,7 @@ constexpr float kLn2 = 0.693147180559945309f;
 // Up to three bfloat16 parts of 16 values, x = part[0] + part[1] + ...: each part the
 // bfloat16 nearest to what the parts before it leave (the subtractions are exact in float32).
 inline constexpr int kMaxParts = 3;
+inline constexpr int kMaxProducts = kMaxParts * (kMaxParts + 1) / 2;  // the pairs i + j < parts
 struct Parts {
   __m256i part[kMaxParts];
 };
@@ -324,7 +325,7 @@ void pack_tile(const AttentionParams& p, const Packed& packed, std::int64_t b, s
 // The tile products of one sum A·B over split operands: A_i·B_j for i + j < parts (one for
 // bfloat16, three for float16, six for float32), the smaller terms first. Returns the count.
 int split_products(std::int64_t parts, const std::byte* a, std::int64_t a_part, const std::byte* b,
-                   std::int64_t b_part, std::int64_t steps, amx::Product (&products)[6]) {
+                   std::int64_t b_part, std::int64_t steps, amx::Product (&products)[kMaxProducts]) {
   int count = 0;
   for (std::int64_t order = parts - 1; order >= 0; --order) {
     for (std::int64_t i = 0; i <= order; ++i) products[count++] = {a + i * a_part, b + (order - i) * b_part, steps};
@@ -368,7 +369,7 @@ void tiled_task(const AttentionParams& p, const plan::CpuRoute& r, const Packed&
     const std::int64_t key = tile * amx.keys;
     const std::int64_t count = std::min(amx.keys, p.kv_len - key);
     const std::int64_t k_steps = amx.depth / amx::kTileDepth;
-    amx::Product products[6];
+    amx::Product products[kMaxProducts];
     int product_count = split_products(amx.parts, bytes(task.q), q_part * 2, bytes(packed.k(p, b, rows.kv_head, tile)),
                                        packed.k_words() * 4, k_steps, products);
     product<false>(amx.tiles, products, product_count, amx.depth * 2, amx.keys * 4,
