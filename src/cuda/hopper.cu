@@ -1,5 +1,5 @@
 // The Hopper tiled route's dispatch: TMA tensor maps of K and V for the call, then the plan's
-// instantiation (src/cuda/hopper/*.cu) on grid [row_blocks, Hkv, B × value parts], recorded by the profiler.
+// instantiation (src/cuda/hopper/*.cu) on grid [row_blocks, Hkv, B], recorded by the profiler.
 
 #include "cuda/hopper.hpp"
 
@@ -39,7 +39,7 @@ void launch_typed(int config, const HopperArgs& args, dim3 grid, cudaStream_t st
 void run_tiled_hopper(const TiledArgs& args, const plan::CudaRoute& route, cudaStream_t stream) {
   const plan::CudaTiledShape& s = route.tiled;
   const dim3 grid(static_cast<unsigned>(s.row_blocks), static_cast<unsigned>(args.g.kv_heads),
-                  static_cast<unsigned>(args.g.batch * s.value_parts));
+                  static_cast<unsigned>(args.g.batch));
   HopperArgs a;
   static_cast<TiledArgs&>(a) = args;
   a.pingpong = s.pingpong;

@@ -53,16 +53,15 @@ struct Traits {
   static constexpr int kSharedBytes = static_cast<int>(plan::cuda::hopper_shared_bytes(kConfig));
   static_assert(kStageBytes == kKBytes + kVBytes, "the planner's stage size");
   static_assert(D % kPanelColumns == 0 && Dv % kPanelColumns == 0, "whole 128-byte panels");
-  static_assert(Dv <= D, "the output is staged in the Q tile's rows");
-  static constexpr int kValueParts = kConfig.value_parts;
+  static_assert(D == Dv, "the output is staged in the Q tile's rows");
   static constexpr bool kSplit = kConfig.depth_split;
   // Columns of D and Dv each consumer multiplies: all, or its half under the depth split.
   static constexpr int kDPer = kSplit ? D / 2 : D, kDvPer = kSplit ? Dv / 2 : Dv;
   static constexpr int kExchangeOffset = static_cast<int>(plan::cuda::hopper_exchange_offset(kConfig));
   // Under the depth split a consumer stages its output in its own Q panels (kDPer == kDvPer).
   static_assert(!kSplit || (kConsumers == 2 && kDPer % kPanelColumns == 0 && kDPer == kDvPer &&
-                            kValueParts == 1 && !kConfig.pingpong),
-                "the depth split: two consumers, whole panels each, no value parts, no ping-pong");
+                            !kConfig.pingpong),
+                "the depth split: two consumers, whole panels each, no ping-pong");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256 && kDvPer <= 256, "wgmma shapes and TMA boxes");
 };
 
@@ -149,9 +148,7 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
   const auto empty_v = [&](int stage) { return barriers + 8u * (3 * kStages + stage); };
 
   const Geometry& g = a.g;
-  // z = b × value parts + part: the part's Dv columns of v and out.
-  const std::int64_t b = blockIdx.z / Tr::kValueParts, kv_head = blockIdx.y;
-  const int part = static_cast<int>(blockIdx.z % Tr::kValueParts);
+  const std::int64_t b = blockIdx.z, kv_head = blockIdx.y;
   const int row0 = static_cast<int>((a.row_blocks - 1 - blockIdx.x) * kBlockM);  // longest first
   const int rows = static_cast<int>(a.rows), group = static_cast<int>(g.group);
   const int kv_len = static_cast<int>(g.kv_len), q_len = static_cast<int>(g.q_len), offset = kv_len - q_len;
@@ -190,7 +187,7 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
         barrier_expect_bytes(full_v(stage), Tr::kVBytes);
 #pragma unroll
         for (int p = 0; p < Dv / 64; ++p) {
-          tma::load_box(v_tile + p * Tr::kRingPanel, &a.v_map, full_v(stage), Dv * part + 64 * p, n0, head, batch);
+          tma::load_box(v_tile + p * Tr::kRingPanel, &a.v_map, full_v(stage), 64 * p, n0, head, batch);
         }
       }
     }
@@ -439,7 +436,7 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
             tiled::pack<T>(o[j][2 * half] * factor[half], o[j][2 * half + 1] * factor[half]);
       }
     __syncwarp();
-    T* const out_batch = static_cast<T*>(a.out) + b * a.out_strides.s[0] + std::int64_t{Dv} * part * a.out_strides.s[3];
+    T* const out_batch = static_cast<T*>(a.out) + b * a.out_strides.s[0];
     constexpr int kChunksV = Tr::kDvPer / 8;
 #pragma unroll
     for (int i = 0; i < Tr::kDvPer / 16; ++i) {

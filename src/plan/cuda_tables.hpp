@@ -302,7 +302,6 @@ struct HopperConfig {
   HopperMasking masking = HopperMasking::Any;
   std::int64_t min_keys = 0;  // served from this Lk up
   int consumers = 2;          // warpgroups of 64 rows; 1: two blocks per SM
-  int value_parts = 1;        // blocks per row block, each value_dim columns of Dv (S recomputed)
   int blocks_per_sm = 0;      // resident blocks per SM; 0: 2 with one consumer, else 1
   // Two consumers on the same 64 rows, each with half of D and half of Dv: each issues S over
   // its half of D, the two partial S meet in shared memory (summed in the same order by both),
@@ -326,7 +325,7 @@ inline constexpr HopperConfig kHopperConfigs[] = {
     // 24 / 136 of the block's 256 × 80; S 32, O 32, P 16. B 32 × 12 heads × 512: 267 against
     // 249 TFLOP/s (the entry above), B 8: 218 against 203; at B 2 × 32 heads × 8k it runs 396
     // against 498 (2026-11-30, session 7, the benchmark's A/B lines of one call).
-    {64, 64, 64, 2, false, HopperMasking::Full, 0, 1, 1, 3},
+    {64, 64, 64, 2, false, HopperMasking::Full, 0, 1, 3},
     // 16 + 3 × 32 KiB; S 64, O 32 registers: room for a third tile in flight.
     {64, 64, 128, 3, true, HopperMasking::Any, 0, 2},
     // 32 + 2 × 88 KiB; S 88, P 44, O 64 registers.
@@ -339,7 +338,7 @@ inline constexpr HopperConfig kHopperConfigs[] = {
     // partial S (two buffers per consumer); O 128 (256 columns), S 16, P 8 registers per thread.
     // Session 7 first ran D 512 as two value parts of 256 columns in separate blocks, each
     // computing S again (4k causal: 237-253 against 131 TFLOP/s on the mma.sync value split).
-    {512, 512, 32, 2, false, HopperMasking::Any, 0, 2, 1, 0, true},
+    {512, 512, 32, 2, false, HopperMasking::Any, 0, 2, 0, true},
 };
 inline constexpr int kHopperConfigCount = static_cast<int>(sizeof(kHopperConfigs) / sizeof(kHopperConfigs[0]));
 // Entries the planner picks from (entries after these would be the benchmark's A/B candidates).
@@ -373,7 +372,7 @@ constexpr int hopper_config_index(std::int64_t head_dim, std::int64_t value_dim,
   for (int i = 0; i < kHopperPlannedCount; ++i) {
     const HopperConfig& c = kHopperConfigs[i];
     const bool fits = c.masking == HopperMasking::Any || (c.masking == HopperMasking::Causal) == causal;
-    if (c.head_dim == head_dim && c.value_dim * c.value_parts == value_dim && fits && kv_len >= c.min_keys) return i;
+    if (c.head_dim == head_dim && c.value_dim == value_dim && fits && kv_len >= c.min_keys) return i;
   }
   return -1;
 }

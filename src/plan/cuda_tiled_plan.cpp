@@ -135,7 +135,7 @@ std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInf
     s.warps = hopper_threads(h) / 32;
     s.stages = h.stages;
     s.pingpong = h.pingpong && h.consumers == 2;
-    s.value_parts = h.value_parts;
+    s.value_parts = 1;
     s.q_in_registers = false;
     s.block_m = hopper_block_m(h);
     s.block_n = h.block_n;

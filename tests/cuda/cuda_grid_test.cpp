@@ -160,12 +160,9 @@ void check_case(const CaseSpec& spec) {
         } else if (const auto* tiled = std::get_if<route::Tiled>(&plan.kernel)) {
           // [ceil(group x Lq / block_q), Hkv, B]: a block holds block_q rows of a key head's group.
           // z = B × value parts (D 512's columns in two halves on the mma.sync kernel; the wgmma
-          // kernel splits D 512's depth inside one block instead).
+          // kernel splits D 512's depth inside one block instead, z = B).
           int parts = 1;
-          if (plan.kernel_name.find("wgmma") != std::string::npos) {
-            const int config = plan::cuda::hopper_config_index(spec.head_dim, spec.value_dim, spec.causal, spec.kv_len);
-            if (config >= 0) parts = plan::cuda::kHopperConfigs[config].value_parts;
-          } else {
+          if (plan.kernel_name.find("wgmma") == std::string::npos) {
             const int config = plan::cuda::tiled_config_index(spec.head_dim, spec.value_dim);
             if (config >= 0) parts = plan::cuda::kTiledConfigs[config].value_parts;
           }

@@ -255,7 +255,7 @@ TEST(CudaTiledPlan, EveryHopperConfigurationFitsAnH200) {
     options.causal = c.masking != plan::cuda::HopperMasking::Full;
     const std::int64_t keys = std::max<std::int64_t>(300, c.min_keys);
     const plan::CudaRoute r =
-        plan_prefill(problem(1, 2, 2, keys, keys, c.head_dim, c.value_dim * c.value_parts, DType::BFloat16, options),
+        plan_prefill(problem(1, 2, 2, keys, keys, c.head_dim, c.value_dim, DType::BFloat16, options),
                      h200_wgmma());
     EXPECT_TRUE(r.tiled.wgmma) << r.plan.explain();
     EXPECT_EQ(r.tiled.config, i) << r.plan.explain();
@@ -263,7 +263,7 @@ TEST(CudaTiledPlan, EveryHopperConfigurationFitsAnH200) {
     EXPECT_EQ(r.tiled.block_m, plan::cuda::hopper_block_m(c));
     EXPECT_EQ(r.tiled.block_m, c.depth_split ? 64 : 64 * c.consumers);
     EXPECT_EQ(r.tiled.shared_bytes, plan::cuda::hopper_shared_bytes(c));
-    EXPECT_EQ(r.tiled.value_parts, c.value_parts);
+    EXPECT_EQ(r.tiled.value_parts, 1);
   }
   // Full (not causal) calls take longer key tiles at D 64 (from 2048 keys) and D 128; shorter
   // D 64 calls one consumer warpgroup (64 rows): 128-key tiles and two blocks per SM from 513
