@@ -79,6 +79,12 @@ __device__ __forceinline__ std::uint64_t descriptor(unsigned address, unsigned l
   return static_cast<std::uint64_t>((address & 0x3FFFF) >> 4) | static_cast<std::uint64_t>(leading >> 4) << 16 |
          static_cast<std::uint64_t>(stride >> 4) << 32 | std::uint64_t{1} << 62;
 }
+// The same layout `offset` bytes on. The address field (bits 0-13) holds address >> 4 and shared
+// memory ends below 256 KiB, so no carry leaves it: one add to the low word, computed once per
+// operand and tile instead of the whole descriptor per instruction.
+__device__ __forceinline__ std::uint64_t advance(std::uint64_t base, unsigned offset) {
+  return (base & 0xFFFFFFFF00000000ull) | static_cast<unsigned>(static_cast<unsigned>(base) + (offset >> 4));
+}
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -169,7 +175,9 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
   }
   __syncthreads();
 
-  const int warpgroup = threadIdx.x / 128;
+  // Through a shuffle from lane 0 the compiler knows the warpgroup is the same in every lane
+  // (uniform registers for what derives from it: the consumer, its rows, its descriptors).
+  const int warpgroup = __shfl_sync(0xFFFFFFFFu, static_cast<int>(threadIdx.x / 128), 0);
   if (warpgroup == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Tr::kProducerRegisters));
     if (threadIdx.x == 0) {
@@ -237,19 +245,23 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
     for (int j = 0; j < kOTiles; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
-    const unsigned q_rows = q_tile + wg_row0 * 128;
+    // Descriptors of this consumer's Q rows (and half of D), of K in stage 0 (its half of D) and
+    // of V in stage 0 (its half of Dv).
+    const std::uint64_t q_base = descriptor(q_tile + wg_row0 * 128 + (d0 / 64) * Tr::kQPanel, 16, 1024);
+    const std::uint64_t k_base = descriptor(ring + (d0 / 64) * Tr::kRingPanel, 16, 1024);
+    const std::uint64_t v_base = descriptor(ring + Tr::kKBytes + (dv0 / 64) * Tr::kRingPanel, Tr::kRingPanel, 1024);
 
     // S = Q·Kᵀ of tile `step` into s, issued (D / 16 steps of 16 columns, 4 per 128-byte panel).
     const auto issue_scores = [&](float (&s)[kNTiles][4], int step) {
       const int stage = step % kStages;
       barrier_wait(full_k(stage), (step / kStages) & 1);
-      const unsigned k_tile = ring + stage * Tr::kStageBytes;
+      const std::uint64_t k_desc = advance(k_base, stage * Tr::kStageBytes);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < Tr::kDPer / 16; ++kk) {
-        const unsigned column = (kk % 4) * 32u, panel = d0 / 64 + kk / 4;
-        Wgmma<T, kBlockN>::ss(s, descriptor(q_rows + panel * Tr::kQPanel + column, 16, 1024),
-                              descriptor(k_tile + panel * Tr::kRingPanel + column, 16, 1024), kk > 0);
+        const unsigned column = (kk % 4) * 32u, panel = kk / 4;
+        Wgmma<T, kBlockN>::ss(s, advance(q_base, panel * Tr::kQPanel + column),
+                              advance(k_desc, panel * Tr::kRingPanel + column), kk > 0);
       }
       wgmma_commit();
     };
@@ -258,12 +270,10 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
     const auto issue_values = [&](const std::uint32_t (&p)[kBlockN / 16][4], int step) {
       const int stage = step % kStages;
       barrier_wait(full_v(stage), (step / kStages) & 1);
-      const unsigned v_tile = ring + stage * Tr::kStageBytes + Tr::kKBytes + (dv0 / 64) * Tr::kRingPanel;
+      const std::uint64_t v_desc = advance(v_base, stage * Tr::kStageBytes);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < kBlockN / 16; ++kk) {
-        Wgmma<T, Tr::kDvPer>::rs(o, p[kk], descriptor(v_tile + kk * 2048u, Tr::kRingPanel, 1024), 1);
-      }
+      for (int kk = 0; kk < kBlockN / 16; ++kk) Wgmma<T, Tr::kDvPer>::rs(o, p[kk], advance(v_desc, kk * 2048u), 1);
       wgmma_commit();
     };
     // A stage's K (or V) is free once this warp's wgmma that read it has completed.
@@ -348,6 +358,15 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
           tile_sum[e >> 1] += s[j][e];
         }
     };
+    // O to the rows' new frames. Skipped when no row of this warp has a new maximum: every
+    // factor is then exactly 1 (2^0), as on most tiles of a long row.
+    const auto rescale_output = [&](const float (&rescale)[2]) {
+      if (__all_sync(0xFFFFFFFFu, rescale[0] == 1.0f && rescale[1] == 1.0f)) return;
+#pragma unroll
+      for (int j = 0; j < kOTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[j][e] *= rescale[e >> 1];
+    };
     const auto to_weights = [&](const float (&s)[kNTiles][4], std::uint32_t (&p)[kBlockN / 16][4]) {
 #pragma unroll
       for (int kk = 0; kk < kBlockN / 16; ++kk) {
@@ -394,10 +413,7 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
         release(empty_v((step - 1) % kStages));
 #pragma unroll
         for (int half = 0; half < 2; ++half) row_sum[half] = row_sum[half] * rescale[half] + tile_sum[half];
-#pragma unroll
-        for (int j = 0; j < kOTiles; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) o[j][e] *= rescale[e >> 1];
+        rescale_output(rescale);
         to_weights(s, p);
       }
       if (pingpong) wait_turn(consumer);
