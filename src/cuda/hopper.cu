@@ -1,5 +1,6 @@
-// The Hopper tiled route's dispatch: TMA tensor maps of K and V for the call, then the plan's
-// instantiation (src/cuda/hopper/*.cu) on grid [row_blocks, Hkv, B], recorded by the profiler.
+// The Hopper tiled route's dispatch: TMA tensor maps of K and V (and of Q and the output where
+// their rows allow) for the call, then the plan's instantiation (src/cuda/hopper/*.cu) on grid
+// [row_blocks, Hkv, B], recorded by the profiler.
 
 #include "cuda/hopper.hpp"
 
@@ -48,6 +49,15 @@ void run_tiled_hopper(const TiledArgs& args, const plan::CudaRoute& route, cudaS
                           "the Hopper tiled kernel's k");
   a.v_map = kv_tensor_map(args.v, args.type, args.g, args.g.value_dim, args.g.kv_len, args.v_strides, block_n,
                           "the Hopper tiled kernel's v");
+  if (row_tensor_map_fits(args.q, args.g, args.q_strides)) {
+    a.q_map = row_tensor_map(args.q, args.type, args.g, args.g.head_dim, args.q_strides, "the Hopper tiled kernel's q");
+    a.q_rows_tma = true;
+  }
+  if (row_tensor_map_fits(args.out, args.g, args.out_strides)) {
+    a.out_map = row_tensor_map(args.out, args.type, args.g, args.g.value_dim, args.out_strides,
+                               "the Hopper tiled kernel's out");
+    a.out_rows_tma = true;
+  }
   LaunchRecord record(route.plan.kernel_name.c_str(), grid.x, grid.y, grid.z, stream);
   if (args.type == ElementType::Float16) {
     launch_typed<__half>(s.config, a, grid, stream);

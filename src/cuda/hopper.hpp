@@ -9,14 +9,17 @@
 
 namespace heed::cuda {
 
-// The tiled kernel's arguments plus the TMA tensor maps of K and V (dims D, Lk, Hkv, B), built
-// on the host for each call; the kernel takes them as a __grid_constant__ parameter.
+// The tiled kernel's arguments plus the TMA tensor maps of K and V (dims D, Lk, Hkv, B) and,
+// where their rows allow (cuda/tensor_map.hpp, row_tensor_map_fits), of Q and the output as
+// packed rows; built on the host for each call, taken as a __grid_constant__ parameter.
 struct HopperArgs : TiledArgs {
-  CUtensorMap k_map, v_map;
-  bool pingpong = true;  // the consumer warpgroups take turns to issue wgmma
+  CUtensorMap k_map, v_map, q_map, out_map;
+  bool q_rows_tma = false;    // Q by TMA (else 16-byte cp.async copies by the consumers)
+  bool out_rows_tma = false;  // the output by TMA stores (else stores by the consumers)
+  bool pingpong = true;       // the consumer warpgroups take turns to issue wgmma
 };
 
-// The plan's Hopper launch on `stream`: grid [row_blocks, Hkv, B × value parts].
+// The plan's Hopper launch on `stream`: grid [row_blocks, Hkv, B].
 void run_tiled_hopper(const TiledArgs& args, const plan::CudaRoute& route, cudaStream_t stream);
 
 namespace hopper {

@@ -152,6 +152,7 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
   const auto full_v = [&](int stage) { return barriers + 8u * (kStages + stage); };
   const auto empty_k = [&](int stage) { return barriers + 8u * (2 * kStages + stage); };
   const auto empty_v = [&](int stage) { return barriers + 8u * (3 * kStages + stage); };
+  const auto full_q = [&](int consumer) { return barriers + 8u * (4 * kStages + consumer); };
 
   const Geometry& g = a.g;
   const std::int64_t b = blockIdx.z, kv_head = blockIdx.y;
@@ -171,6 +172,7 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
       barrier_init(empty_k(stage), 4 * Tr::kConsumers);  // one arrival per consumer warp
       barrier_init(empty_v(stage), 4 * Tr::kConsumers);
     }
+    for (int consumer = 0; consumer < Tr::kConsumers; ++consumer) barrier_init(full_q(consumer), 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
@@ -182,6 +184,19 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Tr::kProducerRegisters));
     if (threadIdx.x == 0) {
       const int head = static_cast<int>(kv_head), batch = static_cast<int>(b);
+      if (a.q_rows_tma) {
+        // Each consumer's Q (its 64 rows; its half of D under the depth split) ahead of K and V.
+#pragma unroll
+        for (int consumer = 0; consumer < Tr::kConsumers; ++consumer) {
+          const int rows0 = Tr::kSplit ? 0 : 64 * consumer, panel0 = Tr::kSplit ? Tr::kDPer / 64 * consumer : 0;
+          barrier_expect_bytes(full_q(consumer), 64 * Tr::kDPer * 2);
+#pragma unroll
+          for (int p = panel0; p < panel0 + Tr::kDPer / 64; ++p) {
+            tma::load_rows(q_tile + p * Tr::kQPanel + rows0 * 128, &a.q_map, full_q(consumer), 64 * p,
+                           (row0 + rows0) / group, head, batch);
+          }
+        }
+      }
       for (int step = 0; step < n_tiles; ++step) {
         const int stage = step % kStages;
         const unsigned reuse = ((step / kStages) + 1) & 1;  // the phase of the stage's last release
@@ -209,8 +224,11 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
     // The depth split: this consumer's first column of D (Q, K) and of Dv (V, out).
     const int d0 = Tr::kSplit ? Tr::kDPer * consumer : 0, dv0 = Tr::kSplit ? Tr::kDvPer * consumer : 0;
 
-    // Q: this warpgroup's 64 rows, 16-byte copies into the swizzled layout (zeros past the last row).
-    {
+    // Q: this warpgroup's 64 rows by TMA (the producer's first load), else 16-byte copies into the
+    // swizzled layout (zeros past the last row).
+    if (a.q_rows_tma) {
+      barrier_wait(full_q(consumer), 0);
+    } else {
       const T* q_batch = static_cast<const T*>(a.q) + b * a.q_strides.s[0];
       constexpr int kChunks = Tr::kDPer / 8;
 #pragma unroll
@@ -451,6 +469,22 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
         *reinterpret_cast<std::uint32_t*>(shared + swizzled(r, dv0 / 8 + j, Tr::kQPanel) + 4 * quad_col) =
             tiled::pack<T>(o[j][2 * half] * factor[half], o[j][2 * half + 1] * factor[half]);
       }
+    if (a.out_rows_tma) {
+      // The warpgroup's rows (its half of Dv under the depth split) by TMA stores, issued by one
+      // thread once every thread's writes are visible to the copy engine.
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      warpgroup_sync(consumer);
+      if (thread == 0) {
+#pragma unroll
+        for (int p = dv0 / 64; p < (dv0 + Tr::kDvPer) / 64; ++p) {
+          tma::store_rows(&a.out_map, q_tile + p * Tr::kQPanel + wg_row0 * 128, 64 * p, (row0 + wg_row0) / group,
+                          static_cast<int>(kv_head), static_cast<int>(b));
+        }
+        tma::store_commit();
+        tma::store_wait();
+      }
+      return;
+    }
     __syncwarp();
     T* const out_batch = static_cast<T*>(a.out) + b * a.out_strides.s[0];
     constexpr int kChunksV = Tr::kDvPer / 8;

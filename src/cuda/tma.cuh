@@ -42,4 +42,27 @@ __device__ __forceinline__ void load_box(unsigned destination, const CUtensorMap
       : "memory");
 }
 
+// One box of a row map (cuda/tensor_map.hpp: columns, group heads, positions, key head, batch):
+// the 64 packed rows from `position` (× group heads) into shared memory, completing on `barrier`.
+__device__ __forceinline__ void load_rows(unsigned destination, const CUtensorMap* map, unsigned barrier, int column,
+                                          int position, int head, int batch) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, 0, %3, %4, "
+      "%5}], [%6];\n" ::"r"(destination),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(column), "r"(position), "r"(head), "r"(batch), "r"(barrier)
+      : "memory");
+}
+// The reverse: 64 packed rows from shared memory at `source` to the map's tensor (positions past
+// its end are not written). The writing threads fence.proxy.async first; store_wait() before
+// the shared memory is reused or the block exits.
+__device__ __forceinline__ void store_rows(const CUtensorMap* map, unsigned source, int column, int position, int head,
+                                           int batch) {
+  asm volatile("cp.async.bulk.tensor.5d.global.shared::cta.bulk_group [%0, {%2, 0, %3, %4, %5}], [%1];\n" ::"l"(
+                   reinterpret_cast<std::uint64_t>(map)),
+               "r"(source), "r"(column), "r"(position), "r"(head), "r"(batch)
+               : "memory");
+}
+__device__ __forceinline__ void store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void store_wait() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+
 }  // namespace heed::cuda::tma

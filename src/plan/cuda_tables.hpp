@@ -395,7 +395,7 @@ constexpr std::int64_t hopper_barrier_offset(const HopperConfig& c) {
   return hopper_exchange_offset(c) + hopper_exchange_bytes(c);
 }
 constexpr std::int64_t hopper_shared_bytes(const HopperConfig& c) {
-  return hopper_barrier_offset(c) + 4 * 8 * c.stages + 1024;
+  return hopper_barrier_offset(c) + 8 * (4 * c.stages + c.consumers) + 1024;  // full/empty K/V, Q per consumer
 }
 
 // The tiled kernel indexes with 32-bit integers: Lq and Lk below this, packed rows (group × Lq)

@@ -125,6 +125,10 @@ std::vector<CaseSpec> tiled_cuda_cases() {
       Make("wgmma_d64_long_keys", 1, 2, 1, 40, 2100, 64, 64, bf16),  // 192-key tiles from 2048 keys
       Make("wgmma_d64_short_keys_gqa4", 3, 8, 2, 70, 512, 64, 64, f16).sinks(),  // one consumer
       Make("wgmma_padded_wide_d128", 1, 4, 2, 50, 200, 128, 128, bf16).layout(L::PaddedWide).out_layout(L::PaddedWide),
+      // Q and the output by TMA where their rows allow, else by the consumers' copies and stores:
+      // Q's rows padded off 16 bytes with the output by TMA, and the reverse (group 4 fits a box).
+      Make("wgmma_q_padded_d64", 2, 8, 2, 90, 200, 64, 64, bf16).q_layout(L::Padded),
+      Make("wgmma_out_padded_d128", 1, 8, 2, 70, 150, 128, 128, f16).out_layout(L::Padded).causal(),
       // Caps: the score tile (128 x 64 x 4 bytes) fits; below it prefill goes composed in blocks.
       Make("tiled_cap_fits", 1, 4, 2, 100, 200, 128, 128, bf16).cap(128 * 64 * 4),
       Make("tiled_cap_below_tile", 1, 4, 2, 100, 200, 128, 128, bf16).cap(128 * 64 * 4 - 4),

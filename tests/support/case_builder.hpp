@@ -32,6 +32,7 @@ class Make {
   Make& cap(std::int64_t bytes) { return c_.max_score_bytes = bytes, *this; }
   Make& route(RouteChoice r) { return c_.route = r, *this; }
   Make& layout(Layout l) { return c_.layout = l, *this; }
+  Make& q_layout(Layout l) { return c_.q_layout = l, *this; }
   Make& out_layout(Layout l) { return c_.out_layout = l, *this; }
   Make& scale(double s) { return c_.scale = s, *this; }
   Make& masked_rows() { return c_.expect_masked_rows = true, *this; }

@@ -98,7 +98,7 @@ Tensor make_mask(const CaseSpec& spec, std::mt19937_64& rng) {
 
 Problem::Problem(const CaseSpec& spec)
     : spec_(spec),
-      q_(spec.q_shape(), spec.dtype, spec.layout),
+      q_(spec.q_shape(), spec.dtype, spec.q_layout.value_or(spec.layout)),
       k_(spec.k_shape(), spec.dtype, spec.layout),
       v_(spec.v_shape(), spec.dtype, spec.layout),
       out_(spec.out_shape(), spec.dtype, spec.out_layout) {

@@ -38,6 +38,7 @@ struct CaseSpec {
   std::optional<std::int64_t> max_score_bytes;
   RouteChoice route = RouteChoice::Auto;
   Layout layout = Layout::Contiguous;      // of q, k and v
+  std::optional<Layout> q_layout;          // of q where it differs from k and v
   Layout out_layout = Layout::Contiguous;
   double scale = 0;                        // 0: 1 / sqrt(head_dim)
   double input_stddev = 1.5;                // of q and k: logits of spread ~2.25, not a flat softmax
