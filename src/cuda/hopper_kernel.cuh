@@ -376,15 +376,6 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
           tile_sum[e >> 1] += s[j][e];
         }
     };
-    // O to the rows' new frames. Skipped when no row of this warp has a new maximum: every
-    // factor is then exactly 1 (2^0), as on most tiles of a long row.
-    const auto rescale_output = [&](const float (&rescale)[2]) {
-      if (__all_sync(0xFFFFFFFFu, rescale[0] == 1.0f && rescale[1] == 1.0f)) return;
-#pragma unroll
-      for (int j = 0; j < kOTiles; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) o[j][e] *= rescale[e >> 1];
-    };
     const auto to_weights = [&](const float (&s)[kNTiles][4], std::uint32_t (&p)[kBlockN / 16][4]) {
 #pragma unroll
       for (int kk = 0; kk < kBlockN / 16; ++kk) {
@@ -431,7 +422,10 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
         release(empty_v((step - 1) % kStages));
 #pragma unroll
         for (int half = 0; half < 2; ++half) row_sum[half] = row_sum[half] * rescale[half] + tile_sum[half];
-        rescale_output(rescale);
+#pragma unroll
+        for (int j = 0; j < kOTiles; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[j][e] *= rescale[e >> 1];
         to_weights(s, p);
       }
       if (pingpong) wait_turn(consumer);

@@ -39,7 +39,8 @@ void append_head_sizes(std::vector<CaseSpec>& cases) {
 bool cuda_tiled_serves(const CaseSpec& spec) {
   if (spec.dtype != f16 && spec.dtype != bf16) return false;
   if (plan::cuda::tiled_config_index(spec.head_dim, spec.value_dim) < 0) return false;
-  return spec.layout != L::Padded && spec.layout != L::StridedLast;
+  const auto wide = [](L layout) { return layout != L::Padded && layout != L::StridedLast; };
+  return wide(spec.layout) && wide(spec.q_layout.value_or(spec.layout));
 }
 
 std::vector<CaseSpec> tiled_cuda_cases() {
@@ -126,8 +127,8 @@ std::vector<CaseSpec> tiled_cuda_cases() {
       Make("wgmma_d64_short_keys_gqa4", 3, 8, 2, 70, 512, 64, 64, f16).sinks(),  // one consumer
       Make("wgmma_padded_wide_d128", 1, 4, 2, 50, 200, 128, 128, bf16).layout(L::PaddedWide).out_layout(L::PaddedWide),
       // Q and the output by TMA where their rows allow, else by the consumers' copies and stores:
-      // Q's rows padded off 16 bytes with the output by TMA, and the reverse (group 4 fits a box).
-      Make("wgmma_q_padded_d64", 2, 8, 2, 90, 200, 64, 64, bf16).q_layout(L::Padded),
+      // Q with a negative stride (no TMA map) and the output by TMA, and the reverse.
+      Make("wgmma_q_reversed_d64", 2, 8, 2, 90, 200, 64, 64, bf16).q_layout(L::ReversedL),
       Make("wgmma_out_padded_d128", 1, 8, 2, 70, 150, 128, 128, f16).out_layout(L::Padded).causal(),
       // Caps: the score tile (128 x 64 x 4 bytes) fits; below it prefill goes composed in blocks.
       Make("tiled_cap_fits", 1, 4, 2, 100, 200, 128, 128, bf16).cap(128 * 64 * 4),
