@@ -57,6 +57,10 @@ struct Traits {
   static constexpr bool kSplit = kConfig.depth_split;
   // Columns of D and Dv each consumer multiplies: all, or its half under the depth split.
   static constexpr int kDPer = kSplit ? D / 2 : D, kDvPer = kSplit ? Dv / 2 : Dv;
+  // Steps of S (16 columns of D each) whose Q fragments the depth split holds in registers: 14
+  // of its 16 (56 registers beside O's 128 under 240 per consumer thread); all 16 leave ptxas
+  // short of registers, and it serialises every wgmma (C7512).
+  static constexpr int kQRegisterSteps = kSplit ? 14 : 0;
   static constexpr int kExchangeOffset = static_cast<int>(plan::cuda::hopper_exchange_offset(kConfig));
   // Under the depth split a consumer stages its output in its own Q panels (kDPer == kDvPer).
   static_assert(!kSplit || (kConsumers == 2 && kDPer % kPanelColumns == 0 && kDPer == kDvPer &&
@@ -266,6 +270,20 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
     // Descriptors of this consumer's Q rows (and half of D), of K in stage 0 (its half of D) and
     // of V in stage 0 (its half of Dv).
     const std::uint64_t q_base = descriptor(q_tile + wg_row0 * 128 + (d0 / 64) * Tr::kQPanel, 16, 1024);
+    // The depth split keeps most of its Q in registers (A fragments, 4 registers per 16-column
+    // step), so S reads little more than K from shared memory: with 32-key tiles Q would
+    // otherwise be read again every tile, 64 KiB of the block's roughly 160 KiB per tile.
+    constexpr int kQRegisterSteps = Tr::kQRegisterSteps;
+    std::uint32_t q_fragments[Tr::kSplit ? kQRegisterSteps : 1][4];
+    if constexpr (Tr::kSplit) {
+      // ldmatrix x4: lanes 0-15 address rows 0-15 of the warp's 16 at the step's first 8 columns,
+      // lanes 16-31 the same rows at the next 8 (the mma.sync m16n8k16 A fragment).
+      const int r = wg_row0 + warp * 16 + (lane & 15);
+#pragma unroll
+      for (int kk = 0; kk < kQRegisterSteps; ++kk) {
+        tiled::load_matrix(q_tile + swizzled(r, d0 / 8 + 2 * kk + (lane >> 4), Tr::kQPanel), q_fragments[kk]);
+      }
+    }
     const std::uint64_t k_base = descriptor(ring + (d0 / 64) * Tr::kRingPanel, 16, 1024);
     const std::uint64_t v_base = descriptor(ring + Tr::kKBytes + (dv0 / 64) * Tr::kRingPanel, Tr::kRingPanel, 1024);
 
@@ -278,8 +296,12 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
 #pragma unroll
       for (int kk = 0; kk < Tr::kDPer / 16; ++kk) {
         const unsigned column = (kk % 4) * 32u, panel = kk / 4;
-        Wgmma<T, kBlockN>::ss(s, advance(q_base, panel * Tr::kQPanel + column),
-                              advance(k_desc, panel * Tr::kRingPanel + column), kk > 0);
+        if (Tr::kSplit && kk < kQRegisterSteps) {
+          Wgmma<T, kBlockN>::rk(s, q_fragments[kk], advance(k_desc, panel * Tr::kRingPanel + column), kk > 0);
+        } else {
+          Wgmma<T, kBlockN>::ss(s, advance(q_base, panel * Tr::kQPanel + column),
+                                advance(k_desc, panel * Tr::kRingPanel + column), kk > 0);
+        }
       }
       wgmma_commit();
     };

@@ -351,17 +351,19 @@ constexpr int hopper_block_m(const HopperConfig& c) {
 }
 constexpr int hopper_threads(const HopperConfig& c) { return kHopperWarpgroupThreads * (1 + c.consumers); }
 // Registers per thread after setmaxnreg (multiples of 8). Two consumers, one block per SM:
-// 128 × (40 + 2 × 232) = 64512 of the SM's 65536. One consumer, two blocks: each block's
-// 256 × 128 registers as 128 × (32 + 224).
+// 128 × (40 + 2 × 232) = 64512 of the SM's 65536; the depth split 128 × (24 + 2 × 240), the
+// most setmaxnreg gives, for Q's fragments beside O (hopper_kernel.cuh, kQRegisterSteps). One
+// consumer, two blocks: each block's 256 × 128 registers as 128 × (32 + 224).
 constexpr int hopper_blocks_per_sm(const HopperConfig& c) {
   return c.blocks_per_sm > 0 ? c.blocks_per_sm : c.consumers == 1 ? 2 : 1;
 }
 constexpr int hopper_producer_registers(const HopperConfig& c) {
-  return hopper_blocks_per_sm(c) > 2 ? 24 : c.consumers == 1 ? 32 : 40;
+  return hopper_blocks_per_sm(c) > 2 || c.depth_split ? 24 : c.consumers == 1 ? 32 : 40;
 }
 // Above two blocks per SM: what the block's share of 65536 leaves the consumers beside the
 // producer (three one-consumer blocks: 256 × 80 per block, 24 + 136).
 constexpr int hopper_consumer_registers(const HopperConfig& c) {
+  if (c.depth_split) return 240;
   if (hopper_blocks_per_sm(c) <= 2) return c.consumers == 1 ? 224 : 232;
   const int launch = 65536 / (hopper_blocks_per_sm(c) * hopper_threads(c)) / 8 * 8;
   return (launch * (1 + c.consumers) - hopper_producer_registers(c)) / c.consumers / 8 * 8;
