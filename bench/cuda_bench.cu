@@ -4,7 +4,7 @@
 // fewer repetitions, within about a second per figure) and prints one JSON object per case:
 // milliseconds, bytes (q + k + v read once, out written once) and FLOPs (decode: of the visible
 // pairs; prefill: 4·B·Hq·Lq·Lk·D, halved for causal, as FlashAttention counts).
-// Decode cases are then timed again in variants of the planned vector route, one JSON object
+// After every case's line, the decode cases are timed again in variants of the planned vector route, one JSON object
 // each with "variant_of" (the A/B table of torch_cuda_compare.py; --no-variants skips them):
 // the plan itself, the plan before the TMA kernel, the other kernels, twice and half the
 // partitions, half the ring, 1-4 blocks per SM (timed without heed::attention's checks, so
@@ -322,65 +322,77 @@ int main(int argc, char** argv) {
   const double copy = copy_tbytes();
   const double peak = gemm_tflops();
   std::printf("{\"copy_tbytes\": %.4f, \"bf16_gemm_tflops\": %.1f}\n", copy, peak);
-  for (const Case& c : kCases) {
-    if (!selected(c.name)) continue;
-    const Shape q_shape{c.batch, c.q_heads, c.q_len, c.head_dim};
-    const Shape k_shape{c.batch, c.kv_heads, c.kv_len, c.head_dim};
-    const Shape out_shape = q_shape;
-    auto* q = random_bf16(q_shape.numel(), 1);
-    auto* k = random_bf16(k_shape.numel(), 2);
-    auto* v = random_bf16(k_shape.numel(), 3);
-    auto* out = random_bf16(out_shape.numel(), 4);
-    const Device gpu = Device::cuda(0);
-    const TensorView qv(q, DType::BFloat16, q_shape, gpu), kv(k, DType::BFloat16, k_shape, gpu),
-        vv(v, DType::BFloat16, k_shape, gpu);
-    TensorView ov(out, DType::BFloat16, out_shape, gpu);
-    AttentionOptions options;
-    options.causal = c.causal;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-    const AttentionPlan plan = plan_attention(qv, kv, vv, options);
-    const auto call = [&] { attention(qv, kv, vv, ov, scale, options); };
-    constexpr double kBudgetMs = 1000;
-    const double first_ms = median_ms(call, 1, 1);
-    const double ms = median_ms(call, 2, reps_within(first_ms, kBudgetMs, reps));
-    // Back to back: the launches of one call queue behind the last one's kernels, so host work
-    // (planning, checks, allocation) overlaps the device's and the figure is the device's.
-    constexpr int kBatch = 10;
-    const double batched_ms = median_ms([&] {
-      for (int i = 0; i < kBatch; ++i) call();
-    }, 1, reps_within(ms * kBatch, kBudgetMs, std::max(reps / 3, 3))) / kBatch;
-    double composed_ms = -1;
-    if (!c.decode) {
-      AttentionOptions composed = options;
-      composed.route = RouteChoice::Composed;
-      const auto composed_call = [&] { attention(qv, kv, vv, ov, scale, composed); };
-      const double composed_first = median_ms(composed_call, 0, 1);
-      composed_ms = median_ms(composed_call, 1, reps_within(composed_first, kBudgetMs, std::max(reps / 3, 3)));
+  // Every case's own line first, then every case's variants: a case's line is not timed right
+  // after the previous case's variants (minutes of sustained load that lower the card's clocks).
+  for (const bool variant_pass : {false, true}) {
+    if (variant_pass && !variants) break;
+    for (const Case& c : kCases) {
+      if (!selected(c.name)) continue;
+      const Shape q_shape{c.batch, c.q_heads, c.q_len, c.head_dim};
+      const Shape k_shape{c.batch, c.kv_heads, c.kv_len, c.head_dim};
+      const Shape out_shape = q_shape;
+      auto* q = random_bf16(q_shape.numel(), 1);
+      auto* k = random_bf16(k_shape.numel(), 2);
+      auto* v = random_bf16(k_shape.numel(), 3);
+      auto* out = random_bf16(out_shape.numel(), 4);
+      const Device gpu = Device::cuda(0);
+      const TensorView qv(q, DType::BFloat16, q_shape, gpu), kv(k, DType::BFloat16, k_shape, gpu),
+          vv(v, DType::BFloat16, k_shape, gpu);
+      TensorView ov(out, DType::BFloat16, out_shape, gpu);
+      AttentionOptions options;
+      options.causal = c.causal;
+      const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+      const AttentionPlan plan = plan_attention(qv, kv, vv, options);
+      const auto call = [&] { attention(qv, kv, vv, ov, scale, options); };
+      const double bytes = 2.0 * static_cast<double>(q_shape.numel() + 2 * k_shape.numel() + out_shape.numel());
+      const double flops = c.decode ? visible_pairs(c) * 2.0 * static_cast<double>(2 * c.head_dim)
+                                    : 4.0 * static_cast<double>(c.batch * c.q_heads) * static_cast<double>(c.q_len) *
+                                          static_cast<double>(c.kv_len) * static_cast<double>(c.head_dim) *
+                                          (c.causal ? 0.5 : 1.0);
+      const auto release = [&] {
+        ok(cudaFree(q), "free");
+        ok(cudaFree(k), "free");
+        ok(cudaFree(v), "free");
+        ok(cudaFree(out), "free");
+      };
+      if (variant_pass) {
+        if (c.decode) time_variants(c.name, qv, kv, vv, ov, scale, options, bytes, reps);
+        if (!c.decode) time_tiled_variants(c.name, qv, kv, vv, ov, scale, options, flops, reps);
+        release();
+        continue;
+      }
+      constexpr double kBudgetMs = 1000;
+      const double first_ms = median_ms(call, 1, 1);
+      const double ms = median_ms(call, 2, reps_within(first_ms, kBudgetMs, reps));
+      // Back to back: the launches of one call queue behind the last one's kernels, so host work
+      // (planning, checks, allocation) overlaps the device's and the figure is the device's.
+      constexpr int kBatch = 10;
+      const double batched_ms = median_ms([&] {
+        for (int i = 0; i < kBatch; ++i) call();
+      }, 1, reps_within(ms * kBatch, kBudgetMs, std::max(reps / 3, 3))) / kBatch;
+      double composed_ms = -1;
+      if (!c.decode) {
+        AttentionOptions composed = options;
+        composed.route = RouteChoice::Composed;
+        const auto composed_call = [&] { attention(qv, kv, vv, ov, scale, composed); };
+        const double composed_first = median_ms(composed_call, 0, 1);
+        composed_ms = median_ms(composed_call, 1, reps_within(composed_first, kBudgetMs, std::max(reps / 3, 3)));
+      }
+      const auto* vector = std::get_if<route::Vector>(&plan.kernel);
+      std::printf("{\"name\": \"%s\", \"batch\": %lld, \"q_heads\": %lld, \"kv_heads\": %lld, \"q_len\": %lld, "
+                  "\"kv_len\": %lld, \"head_dim\": %lld, \"causal\": %s, \"decode\": %s, \"kernel\": \"%s\", "
+                  "\"partitions\": %lld, \"ms\": %.5f, \"bytes\": %.0f, \"flops\": %.0f, \"tbytes\": %.4f, "
+                  "\"tflops\": %.2f, \"copy_tbytes\": %.4f, \"peak_tflops\": %.1f, \"composed_ms\": %.5f, \"batched_ms\": %.5f, "
+                  "\"batched_tbytes\": %.4f}\n",
+                  c.name, static_cast<long long>(c.batch), static_cast<long long>(c.q_heads),
+                  static_cast<long long>(c.kv_heads), static_cast<long long>(c.q_len), static_cast<long long>(c.kv_len),
+                  static_cast<long long>(c.head_dim), c.causal ? "true" : "false", c.decode ? "true" : "false",
+                  plan.kernel_name.c_str(), static_cast<long long>(vector ? vector->blocks : 0), ms, bytes, flops,
+                  bytes / (ms * 1e-3) / 1e12, flops / (ms * 1e-3) / 1e12, copy, peak, composed_ms, batched_ms,
+                  bytes / (batched_ms * 1e-3) / 1e12);
+      std::fflush(stdout);
+      release();
     }
-    const double bytes = 2.0 * static_cast<double>(q_shape.numel() + 2 * k_shape.numel() + out_shape.numel());
-    const double flops = c.decode ? visible_pairs(c) * 2.0 * static_cast<double>(2 * c.head_dim)
-                                  : 4.0 * static_cast<double>(c.batch * c.q_heads) * static_cast<double>(c.q_len) *
-                                        static_cast<double>(c.kv_len) * static_cast<double>(c.head_dim) *
-                                        (c.causal ? 0.5 : 1.0);
-    const auto* vector = std::get_if<route::Vector>(&plan.kernel);
-    std::printf("{\"name\": \"%s\", \"batch\": %lld, \"q_heads\": %lld, \"kv_heads\": %lld, \"q_len\": %lld, "
-                "\"kv_len\": %lld, \"head_dim\": %lld, \"causal\": %s, \"decode\": %s, \"kernel\": \"%s\", "
-                "\"partitions\": %lld, \"ms\": %.5f, \"bytes\": %.0f, \"flops\": %.0f, \"tbytes\": %.4f, "
-                "\"tflops\": %.2f, \"copy_tbytes\": %.4f, \"peak_tflops\": %.1f, \"composed_ms\": %.5f, \"batched_ms\": %.5f, "
-                "\"batched_tbytes\": %.4f}\n",
-                c.name, static_cast<long long>(c.batch), static_cast<long long>(c.q_heads),
-                static_cast<long long>(c.kv_heads), static_cast<long long>(c.q_len), static_cast<long long>(c.kv_len),
-                static_cast<long long>(c.head_dim), c.causal ? "true" : "false", c.decode ? "true" : "false",
-                plan.kernel_name.c_str(), static_cast<long long>(vector ? vector->blocks : 0), ms, bytes, flops,
-                bytes / (ms * 1e-3) / 1e12, flops / (ms * 1e-3) / 1e12, copy, peak, composed_ms, batched_ms,
-                bytes / (batched_ms * 1e-3) / 1e12);
-    std::fflush(stdout);
-    if (c.decode && variants) time_variants(c.name, qv, kv, vv, ov, scale, options, bytes, reps);
-    if (!c.decode && variants) time_tiled_variants(c.name, qv, kv, vv, ov, scale, options, flops, reps);
-    ok(cudaFree(q), "free");
-    ok(cudaFree(k), "free");
-    ok(cudaFree(v), "free");
-    ok(cudaFree(out), "free");
   }
   return 0;
 }
