@@ -61,6 +61,11 @@ struct Traits {
   // of its 16 (56 registers beside O's 128 under 240 per consumer thread); all 16 leave ptxas
   // short of registers, and it serialises every wgmma (C7512).
   static constexpr int kQRegisterSteps = kSplit ? 14 : 0;
+  // Consumer c's first row in the block and first column of D (Q, K) and of Dv (V, out): its
+  // own 64 rows, or the same rows and its half of the columns under the depth split.
+  static __device__ constexpr int first_row(int c) { return kSplit ? 0 : 64 * c; }
+  static __device__ constexpr int first_column(int c) { return kSplit ? kDPer * c : 0; }
+  static __device__ constexpr int first_value_column(int c) { return kSplit ? kDvPer * c : 0; }
   static constexpr int kExchangeOffset = static_cast<int>(plan::cuda::hopper_exchange_offset(kConfig));
   // Under the depth split a consumer stages its output in its own Q panels (kDPer == kDvPer).
   static_assert(!kSplit || (kConsumers == 2 && kDPer % kPanelColumns == 0 && kDPer == kDvPer &&
@@ -192,7 +197,7 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
         // Each consumer's Q (its 64 rows; its half of D under the depth split) ahead of K and V.
 #pragma unroll
         for (int consumer = 0; consumer < Tr::kConsumers; ++consumer) {
-          const int rows0 = Tr::kSplit ? 0 : 64 * consumer, panel0 = Tr::kSplit ? Tr::kDPer / 64 * consumer : 0;
+          const int rows0 = Tr::first_row(consumer), panel0 = Tr::first_column(consumer) / 64;
           barrier_expect_bytes(full_q(consumer), 64 * Tr::kDPer * 2);
 #pragma unroll
           for (int p = panel0; p < panel0 + Tr::kDPer / 64; ++p) {
@@ -224,9 +229,8 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
     const int thread = threadIdx.x - 128 * warpgroup;
     const int lane = thread & 31, warp = thread >> 5;  // warp within the warpgroup
     const int quad_row = lane >> 2, quad_col = lane & 3;
-    const int wg_row0 = Tr::kSplit ? 0 : 64 * consumer;  // first row of this warpgroup in the block
-    // The depth split: this consumer's first column of D (Q, K) and of Dv (V, out).
-    const int d0 = Tr::kSplit ? Tr::kDPer * consumer : 0, dv0 = Tr::kSplit ? Tr::kDvPer * consumer : 0;
+    const int wg_row0 = Tr::first_row(consumer);
+    const int d0 = Tr::first_column(consumer), dv0 = Tr::first_value_column(consumer);
 
     // Q: this warpgroup's 64 rows by TMA (the producer's first load), else 16-byte copies into the
     // swizzled layout (zeros past the last row).
