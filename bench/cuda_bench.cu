@@ -4,8 +4,9 @@
 // fewer repetitions, within about a second per figure) and prints one JSON object per case:
 // milliseconds, bytes (q + k + v read once, out written once) and FLOPs (decode: of the visible
 // pairs; prefill: 4·B·Hq·Lq·Lk·D, halved for causal, as FlashAttention counts).
-// After every case's line, the decode cases are timed again in variants of the planned vector route, one JSON object
-// each with "variant_of" (the A/B table of torch_cuda_compare.py; --no-variants skips them):
+// After every case's line, the decode cases are timed again in variants of the planned vector
+// route, one JSON object each with "variant_of" (the A/B table of torch_cuda_compare.py;
+// --no-variants skips them):
 // the plan itself, the plan before the TMA kernel, the other kernels, twice and half the
 // partitions, half the ring, 1-4 blocks per SM (timed without heed::attention's checks, so
 // "planned" against the case's own line is the cost of those checks in a single call).
