@@ -10,6 +10,7 @@ namespace heed::cpu {
   void run_tiled_kernel(const AttentionParams&, const plan::CpuRoute&, std::byte*);                \
   void run_vector_kernel(const AttentionParams&, const plan::CpuRoute&, std::byte*);               \
   double fma_chains(std::int64_t steps);                                                           \
+  void softmax_exp(const float*, std::int64_t, float*);                                            \
   }
 HEED_DECLARE_ISA(generic)
 HEED_DECLARE_ISA(avx2)
@@ -51,6 +52,16 @@ double run_fma_chains(std::int64_t steps) {
     case CpuIsa::Generic: return generic::fma_chains(steps);
   }
   return 0;
+}
+
+void run_softmax_exp(const float* x, std::int64_t count, float* out) {
+  switch (cpu_info().isa) {
+    case CpuIsa::Amx:
+    case CpuIsa::Avx512Bf16:
+    case CpuIsa::Avx512: return avx512::softmax_exp(x, count, out);
+    case CpuIsa::Avx2: return avx2::softmax_exp(x, count, out);
+    case CpuIsa::Generic: return generic::softmax_exp(x, count, out);
+  }
 }
 
 double run_amx_chains(std::int64_t steps) {

@@ -14,6 +14,8 @@ void run_vector(const AttentionParams& params, const plan::CpuRoute& route, std:
 void run_tiled(const AttentionParams& params, const plan::CpuRoute& route, std::byte* scratch);
 // FMA chains in the dispatched instruction set; returns the FLOPs done (ceilings).
 double run_fma_chains(std::int64_t steps);
+// out[i] = exp(x[i]) by the dispatched instruction set's softmax exp (its accuracy is tested).
+void run_softmax_exp(const float* x, std::int64_t count, float* out);
 // bfloat16 products on the AMX tiles, `steps` × 4 of them; returns the FLOPs done (0 where
 // cpu_info().isa is not Amx).
 double run_amx_chains(std::int64_t steps);

@@ -346,6 +346,15 @@ void run_vector_kernel(const AttentionParams& p, const plan::CpuRoute& r, std::b
   });
 }
 
+// out[i] = exp(x[i]) by the softmax's exp of this ISA (tests check its accuracy).
+void softmax_exp(const float* x, std::int64_t count, float* out) {
+  std::int64_t i = 0;
+  for (; i + microkernel::kVectorLanes <= count; i += microkernel::kVectorLanes) {
+    microkernel::store(out + i, microkernel::fast_exp(microkernel::load(x + i)));
+  }
+  for (; i < count; ++i) out[i] = microkernel::fast_exp(x[i]);
+}
+
 // Independent FMA chains in this ISA's widest vectors, `steps` times; returns the FLOPs done.
 double fma_chains(std::int64_t steps) {
   constexpr int kChains = 12;  // > FMA latency x issue width on the cores heed targets
