@@ -122,6 +122,7 @@ void run_attention(const TensorView& q, const TensorView& k, const TensorView& v
     a.row_blocks = route.tiled.row_blocks;
     a.wide_out = wide_rows(out);
     a.value_parts = route.tiled.value_parts;
+    a.heads_inner = route.tiled.heads_inner;
     run_tiled(a, route, stream);
   } else {
     ComposedArgs a;

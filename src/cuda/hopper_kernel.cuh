@@ -164,8 +164,9 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
   const auto full_q = [&](int consumer) { return barriers + 8u * (4 * kStages + consumer); };
 
   const Geometry& g = a.g;
-  const std::int64_t b = blockIdx.z, kv_head = blockIdx.y;
-  const int row0 = static_cast<int>((a.row_blocks - 1 - blockIdx.x) * kBlockM);  // longest first
+  const tiled::BlockPlace place = tiled::block_place(a.heads_inner);
+  const std::int64_t b = place.z, kv_head = place.kv_head;
+  const int row0 = static_cast<int>((a.row_blocks - 1 - place.row_block) * kBlockM);  // longest first
   const int rows = static_cast<int>(a.rows), group = static_cast<int>(g.group);
   const int kv_len = static_cast<int>(g.kv_len), q_len = static_cast<int>(g.q_len), offset = kv_len - q_len;
   const int window = g.window > 0 ? static_cast<int>(min(g.window, g.kv_len + g.q_len)) : 0;

@@ -17,6 +17,7 @@ struct TiledArgs : CallArgs {
   std::int64_t row_blocks = 0;  // ceil(rows / block_m)
   bool wide_out = false;        // out rows take 16-byte stores (stride-1, 16-byte aligned)
   int value_parts = 1;          // blocks per row block along Dv (grid z = B × value_parts)
+  bool heads_inner = false;     // launch order: row blocks outer, (key head, z) pairs inner
 };
 
 // The plan's tiled launch on `stream`: grid [row_blocks, Hkv, B × value_parts].

@@ -136,6 +136,21 @@ __device__ __forceinline__ BlockReach block_reach(int row0, int row_last, int gr
   return reach;
 }
 
+// A block's place in the grid [row_blocks, Hkv, Z]: its row block counted from the last, its key
+// head and z. Head-major, as launched: blockIdx itself. Heads inner (TiledArgs::heads_inner): the
+// launch order's index i is row block i / (Hkv × Z) of pair i % (Hkv × Z), so under causal
+// masking every pair's longest block starts before any pair's second longest.
+struct BlockPlace {
+  int row_block, kv_head, z;
+};
+__device__ __forceinline__ BlockPlace block_place(bool heads_inner) {
+  if (!heads_inner) return {static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z)};
+  const std::uint64_t pairs = static_cast<std::uint64_t>(gridDim.y) * gridDim.z;
+  const std::uint64_t index = blockIdx.x + static_cast<std::uint64_t>(gridDim.x) * (blockIdx.y + static_cast<std::uint64_t>(gridDim.y) * blockIdx.z);
+  const unsigned pair = static_cast<unsigned>(index % pairs);
+  return {static_cast<int>(index / pairs), static_cast<int>(pair % gridDim.y), static_cast<int>(pair / gridDim.y)};
+}
+
 // Row r's visible keys [lo, hi] (hi = -1 past the last row).
 __device__ __forceinline__ void row_reach(int r, int rows, int group, int offset, int window, bool causal,
                                           int kv_len, int& lo, int& hi) {
@@ -230,9 +245,10 @@ __global__ void __launch_bounds__(Traits<D, Dv>::kThreads, Traits<D, Dv>::kMinBl
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int quad_row = lane >> 2, quad_col = lane & 3;
   // z = b × value_parts + part: the part's Dv columns of v and out (whole 16-byte chunks apart).
-  const std::int64_t b = blockIdx.z / a.value_parts, kv_head = blockIdx.y, part = blockIdx.z % a.value_parts;
+  const BlockPlace place = block_place(a.heads_inner);
+  const std::int64_t b = place.z / a.value_parts, kv_head = place.kv_head, part = place.z % a.value_parts;
   // Row blocks last first: under causal masking the last positions see the most keys.
-  const int row0 = static_cast<int>((a.row_blocks - 1 - blockIdx.x) * kBlockM);
+  const int row0 = static_cast<int>((a.row_blocks - 1 - place.row_block) * kBlockM);
   // Lengths below 2^29 and rows below 2^30 (the planner's kTiledMaxLength): 32-bit indices.
   const int rows = static_cast<int>(a.rows), group = static_cast<int>(g.group);
   const int kv_len = static_cast<int>(g.kv_len), q_len = static_cast<int>(g.q_len), offset = kv_len - q_len;

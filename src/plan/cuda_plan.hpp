@@ -88,6 +88,7 @@ struct CudaTiledShape {
   std::int64_t row_blocks = 0;
   std::int64_t shared_bytes = 0;  // dynamic shared memory per block
   int value_parts = 1;            // blocks per row block along Dv: grid z = B × value_parts
+  bool heads_inner = false;       // launch order: row blocks outer, (key head, z) pairs inner
 };
 
 struct CudaRoute {

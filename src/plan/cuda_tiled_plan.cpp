@@ -196,10 +196,20 @@ void build_cuda_tiled(CudaRoute& r, const Problem& p, const CudaTiledFit& fit) {
                            "position r / {}, head r % {}), so each K/V tile is read once per group",
                            p.group(), p.q_len, s.rows, p.group(), p.group()));
   const std::int64_t grid_z = p.batch * s.value_parts;
-  reasons.push_back(p.causal ? format("schedule: grid [{}, {}, {}], row blocks launched last first (under causal "
+  // Under causal masking, launched head-major, a late pair's longest blocks would start after
+  // most of the work: a tail of up to the longest block (D 512, 4k, 8 heads: 512 blocks of 1 to
+  // 128 key tiles, 264 tiles per SM: a greedy schedule finishes at 324, longest-first across
+  // pairs at 264). Without causal masking every block is as long, and head-major keeps a pair's
+  // K/V in L2 across its blocks.
+  s.heads_inner = p.causal && p.kv_heads * grid_z > 1;
+  reasons.push_back(p.causal ? format("schedule: grid [{}, {}, {}], row blocks launched last first{} (under causal "
                                       "masking the last positions see the most keys, so the longest blocks start "
                                       "first); key tiles no row of a block can see{} are neither loaded nor multiplied",
-                                      s.row_blocks, p.kv_heads, grid_z, p.window ? " (causal, window)" : "")
+                                      s.row_blocks, p.kv_heads, grid_z,
+                                      s.heads_inner ? ", each row block of every (batch, key head) pair before the "
+                                                      "next row block of any"
+                                                    : "",
+                                      p.window ? " (causal, window)" : "")
                                : format("schedule: grid [{}, {}, {}], every block over all {} keys", s.row_blocks,
                                         p.kv_heads, grid_z, p.kv_len));
   reasons.push_back(format("scores: {} x {} float32 per block in registers ({} bytes), never in memory", s.block_m,

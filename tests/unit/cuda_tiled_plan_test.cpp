@@ -55,6 +55,30 @@ TEST(CudaTiledPlan, PrefillRunsTiledWithTheGroupPacked) {
   EXPECT_TRUE(mentions(r.plan, "grid [10, 2, 2], row blocks launched last first")) << r.plan.explain();
 }
 
+TEST(CudaTiledPlan, CausalBlocksStartLongestFirstAcrossHeads) {
+  AttentionOptions causal;
+  causal.causal = true;
+  // Causal with more than one (batch, key head) pair: each row block of every pair before the
+  // next row block of any, on either kernel.
+  for (const std::int64_t head_dim : {128, 512}) {
+    const plan::CudaRoute r =
+        plan::plan_cuda(problem(2, 8, 4, 4096, 4096, head_dim, head_dim, DType::BFloat16, causal), h200());
+    ASSERT_TRUE(std::holds_alternative<route::Tiled>(r.plan.kernel)) << r.plan.explain();
+    EXPECT_TRUE(r.tiled.heads_inner) << r.plan.explain();
+    EXPECT_TRUE(mentions(r.plan, "each row block of every (batch, key head) pair before the next row block of any"))
+        << r.plan.explain();
+  }
+  // One pair: the order within it is already longest first.
+  const plan::CudaRoute one = plan::plan_cuda(problem(1, 8, 1, 4096, 4096, 128, 128, DType::BFloat16, causal), h200());
+  ASSERT_TRUE(std::holds_alternative<route::Tiled>(one.plan.kernel)) << one.plan.explain();
+  EXPECT_FALSE(one.tiled.heads_inner);
+  // Not causal: every block as long, head-major (a pair's K/V stays in L2 across its blocks).
+  const plan::CudaRoute full = plan::plan_cuda(problem(2, 8, 4, 4096, 4096, 128, 128, DType::BFloat16), h200());
+  ASSERT_TRUE(std::holds_alternative<route::Tiled>(full.plan.kernel)) << full.plan.explain();
+  EXPECT_FALSE(full.tiled.heads_inner);
+  EXPECT_FALSE(mentions(full.plan, "before the next row block")) << full.plan.explain();
+}
+
 TEST(CudaTiledPlan, EveryConfigurationIsServedAndAllButTheValueSplitFitAnA100) {
   constexpr std::size_t kA100SharedPerBlock = 163 << 10;
   for (const auto& c : kTiledConfigs) {
