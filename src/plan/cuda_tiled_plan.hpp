@@ -15,6 +15,9 @@ struct CudaTiledFit {
   CudaTiledShape shape;
   std::size_t intermediate = 0;  // block_m × block_n float32 scores per block, in registers
   std::string kernel_reason;     // why this kernel (mma.sync or wgmma) and not the other
+  // Causal: the modelled finish of the launch head-major and with heads inner, in key-tile
+  // times, on `slots` resident blocks (0 when not modelled).
+  std::int64_t finish_head_major = 0, finish_heads_inner = 0, slots = 0;
 };
 
 // The tiled kernel's shape for `p`, or nullopt with `why_not` (and `min_cap`: the score tile's
