@@ -136,11 +136,12 @@ bool softmax_step(const AttentionParams& p, const Workspace& t, std::int64_t b, 
     for (std::int64_t j = 0; j < count; ++j) s[j] = 0.0f;
     return false;
   }
-  const float old_max = t.row_max[row];
-  const float new_max = old_max > tile_max ? old_max : tile_max;
-  const float correction = microkernel::fast_exp(old_max - new_max);
+  // Row maxima in log2 units, as the weights' exponents are: 2^(s · log2 e − max).
+  const float old_max = t.row_max[row], tile_max_log2 = tile_max * microkernel::kLog2e;
+  const float new_max = old_max > tile_max_log2 ? old_max : tile_max_log2;
+  const float correction = microkernel::exp2_lanes(old_max - new_max);
   for (std::int64_t j = 0; j < first; ++j) s[j] = 0.0f;
-  const float sum = microkernel::exp_shifted(s + first, last - first, new_max);
+  const float sum = microkernel::exp2_shifted(s + first, last - first, new_max);
   for (std::int64_t j = last; j < count; ++j) s[j] = 0.0f;
   t.row_sum[row] = t.row_sum[row] * correction + sum;
   t.row_max[row] = new_max;
@@ -222,6 +223,9 @@ void fold_key_tile(const AttentionParams& p, const Workspace& t, std::int64_t b,
   microkernel::accumulate_values(t.scores, ldk, rows, count, t.v, p.value_dim, p.value_dim, t.accum);
 }
 
+// A row maximum kept in log2 units, in the natural units finalize_row takes.
+float natural_max(float max_log2) { return max_log2 == kNegInf ? max_log2 : max_log2 * microkernel::kLn2; }
+
 void store_out(const AttentionParams& p, std::int64_t b, RowAt at, const float* values) {
   store_row(p.out, p.dtype, b * p.out_strides[0] + at.head * p.out_strides[1] + at.position * p.out_strides[2],
             p.out_strides[3], p.value_dim, values);
@@ -278,7 +282,7 @@ void group_task(const AttentionParams& p, const Workspace& t, std::int64_t b, co
       for (std::int64_t d = 0; d < p.value_dim; ++d) slot[2 + d] = acc[d];
       continue;
     }
-    finalize_row(p, rows(row).head, t.row_max[row], t.row_sum[row], acc, acc);
+    finalize_row(p, rows(row).head, natural_max(t.row_max[row]), t.row_sum[row], acc, acc);
     store_out(p, b, rows(row), acc);
   }
 }
@@ -299,12 +303,12 @@ void merge_task(const AttentionParams& p, const plan::CpuRoute& r, const float* 
     for (std::int64_t block = 0; frame != kNegInf && block < r.key_blocks; ++block) {
       const float* slot = first + block * block_stride;
       if (slot[0] == kNegInf) continue;
-      const float weight = microkernel::fast_exp(slot[0] - frame);
+      const float weight = microkernel::exp2_lanes(slot[0] - frame);
       sum += slot[1] * weight;
       for (std::int64_t d = 0; d < Dv; ++d) acc[d] += slot[2 + d] * weight;
     }
     const RowAt at = Rows{kv_head, 0, p.q_len, p.group()}(row);
-    finalize_row(p, at.head, frame, sum, acc, acc);
+    finalize_row(p, at.head, natural_max(frame), sum, acc, acc);
     store_out(p, b, at, acc);
   }
 }

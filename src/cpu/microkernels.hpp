@@ -4,6 +4,7 @@
 // instruction-set translation unit (generic, avx2, avx512) inside its own namespace.
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 
 #if defined(__x86_64__)
@@ -138,6 +139,17 @@ typedef std::int32_t vec_int __attribute__((vector_size(HEED_VECTOR_BYTES)));
 // The same for one value (row corrections, merges and tails).
 inline float fast_exp(float x) { return fast_exp(vec{} + x)[0]; }
 
+inline constexpr float kLn2 = 0.693147180559945309f;
+// 2^t on every lane: vscalefps and the polynomial above on AVX-512, else exp(t · ln 2).
+[[gnu::always_inline]] inline vec exp2_lanes(vec t) {
+#if defined(__AVX512F__)
+  return std::bit_cast<vec>(exp2(std::bit_cast<__m512>(t)));
+#else
+  return fast_exp(t * kLn2);
+#endif
+}
+inline float exp2_lanes(float t) { return exp2_lanes(vec{} + t)[0]; }
+
 // dst[0..count) = float(src[0..count)) for float16 / bfloat16 storage, a vector at a time.
 template <typename T>
 inline void widen_row(const T* src, std::int64_t count, float* dst) {
@@ -202,19 +214,27 @@ inline float max_of(const float* s, std::int64_t count) {
   return result;
 }
 
-// s[j] = exp(s[j] - shift) for j < count; returns their sum.
-inline float exp_shifted(float* s, std::int64_t count, float shift) {
+// s[j] = 2^(s[j] · log2 e − shift) for j < count, the product and difference in one FMA;
+// returns their sum. `shift` is a row maximum times log2 e, rounded as these products are, so
+// the row's largest weight is 2^(its own rounding) ≈ 1.
+inline float exp2_shifted(float* s, std::int64_t count, float shift) {
   vec sum = vec{};
   std::int64_t j = 0;
   for (; j + kVectorLanes <= count; j += kVectorLanes) {
-    const vec weights = fast_exp(load(s + j) - shift);
+#if defined(__AVX512F__)
+    const vec t = std::bit_cast<vec>(
+        _mm512_fmadd_ps(std::bit_cast<__m512>(load(s + j)), _mm512_set1_ps(kLog2e), _mm512_set1_ps(-shift)));
+#else
+    const vec t = load(s + j) * kLog2e - shift;
+#endif
+    const vec weights = exp2_lanes(t);
     store(s + j, weights);
     sum += weights;
   }
   float total = 0.0f;
   for (int lane = 0; lane < kVectorLanes; ++lane) total += sum[lane];
   for (; j < count; ++j) {
-    s[j] = fast_exp(s[j] - shift);
+    s[j] = exp2_lanes(std::fma(s[j], kLog2e, -shift));
     total += s[j];
   }
   return total;
