@@ -61,8 +61,6 @@ struct Traits {
   // of its 16 (56 registers beside O's 128 under 240 per consumer thread); all 16 leave ptxas
   // short of registers, and it serialises every wgmma (C7512).
   static constexpr int kQRegisterSteps = kSplit ? 14 : 0;
-  static constexpr int kFmaExpEvery = kConfig.fma_exp_every;
-  static_assert(kFmaExpEvery >= 0, "a fragment stride");
   // Consumer c's first row in the block and first column of D (Q, K) and of Dv (V, out): its
   // own 64 rows, or the same rows and its half of the columns under the depth split.
   static __device__ constexpr int first_row(int c) { return kSplit ? 0 : 64 * c; }
@@ -95,21 +93,6 @@ __device__ __forceinline__ std::uint64_t descriptor(unsigned address, unsigned l
 // operand and tile instead of the whole descriptor per instruction.
 __device__ __forceinline__ std::uint64_t advance(std::uint64_t base, unsigned offset) {
   return (base & 0xFFFFFFFF00000000ull) | static_cast<unsigned>(static_cast<unsigned>(base) + (offset >> 4));
-}
-
-// 2^x on the FMA pipe for x ≤ 0 (finite inputs): x + 1.5 · 2^23 rounds x to an integer n in
-// the low mantissa bits (no F2I, which would take the MUFU's XU pipe), a degree-3 polynomial
-// (minimax on [-0.5, 0.5], within 7.5e-5 relative) gives 2^(x - n), and n joins its exponent
-// field by an integer add. x is clamped at -125 so that field stays positive (2^-125 for far
-// smaller scores, which their 16-bit weights cannot tell from 0).
-__device__ __forceinline__ float exp2_fma(float x) {
-  x = fmaxf(x, -125.0f);
-  const float shifted = __fadd_rn(x, 12582912.0f);
-  const float f = __fadd_rn(x, -__fadd_rn(shifted, -12582912.0f));
-  float p = fmaf(5.51716685e-2f, f, 2.42611125e-1f);
-  p = fmaf(p, f, 6.93260968e-1f);
-  p = fmaf(p, f, 9.99928057e-1f);
-  return __int_as_float(__float_as_int(p) + (__float_as_int(shifted) << 23));
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -412,29 +395,13 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
         row_max[half] = new_max;
         tile_sum[half] = 0.0f;
       }
-      // Tiles with no hidden key move every kFmaExpEvery-th fragment's 2^x off MUFU (16 per
-      // clock per SM), which at D 64 takes as long per tile as the products.
-      const auto exponentiate = [&]<bool kMixed>() {
 #pragma unroll
-        for (int j = 0; j < kNTiles; ++j)
+      for (int j = 0; j < kNTiles; ++j)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float x = fmaf(s[j][e], multiplier, -frame[e >> 1]);
-            if constexpr (kMixed) {
-              s[j][e] = j % Tr::kFmaExpEvery == Tr::kFmaExpEvery - 1 ? exp2_fma(x) : tiled::exp2_approx(x);
-            } else {
-              s[j][e] = tiled::exp2_approx(x);
-            }
-            tile_sum[e >> 1] += s[j][e];
-          }
-      };
-      if constexpr (Tr::kFmaExpEvery > 0) {
-        if (!edge) {
-          exponentiate.template operator()<true>();
-          return;
+        for (int e = 0; e < 4; ++e) {
+          s[j][e] = tiled::exp2_approx(fmaf(s[j][e], multiplier, -frame[e >> 1]));
+          tile_sum[e >> 1] += s[j][e];
         }
-      }
-      exponentiate.template operator()<false>();
     };
     const auto to_weights = [&](const float (&s)[kNTiles][4], std::uint32_t (&p)[kBlockN / 16][4]) {
 #pragma unroll

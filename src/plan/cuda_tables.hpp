@@ -307,10 +307,6 @@ struct HopperConfig {
   // its half of D, the two partial S meet in shared memory (summed in the same order by both),
   // and each multiplies the weights into its half of V. No S is computed twice.
   bool depth_split = false;
-  // Every n-th 8-key score fragment of a tile with no hidden key takes its 2^x on the FMA pipe
-  // (a degree-3 polynomial, within 7.5e-5 relative, below the 16-bit weights' rounding)
-  // instead of MUFU; 0: none.
-  int fma_exp_every = 0;
 };
 // The first entry for (D, Dv) whose masking and min_keys match serves a call. Longer tiles
 // amortise each tile's softmax bookkeeping; under causal masking and for short key ranges
