@@ -297,6 +297,14 @@ TEST(CudaTiledPlan, HeadSize512SplitsItsDepthOnHopper) {
       << r.plan.explain();
   EXPECT_TRUE(mentions(r.plan, "grid [64, 8, 1]")) << r.plan.explain();  // 4096 rows / 64, no value parts
   EXPECT_FALSE(mentions(r.plan, "value split")) << r.plan.explain();
+  // 512 blocks of 1 to 128 key tiles on 132 SMs. Head-major, the last heads' longest blocks
+  // start late; every head's row block before the next row block of any finishes about a
+  // fifth sooner in the model.
+  EXPECT_TRUE(r.tiled.heads_inner) << r.plan.explain();
+  EXPECT_TRUE(mentions(r.plan, "each row block of every (batch, key head) pair before the next row block of any"))
+      << r.plan.explain();
+  EXPECT_TRUE(mentions(r.plan, "on 132 resident blocks finishes after 316 tile-times head-major, 257 with heads inner"))
+      << r.plan.explain();
 }
 
 // Each condition the wgmma kernel needs, with the mma.sync kernel and the reason otherwise.
@@ -333,16 +341,7 @@ TEST(CudaTiledPlan, WgmmaFallsBackToMmaWithTheReason) {
 TEST(CudaTiledPlan, CausalLaunchOrderFollowsTheScheduleModel) {
   AttentionOptions causal;
   causal.causal = true;
-  // D 512 at 4k, 8 heads: 512 blocks of 1 to 128 key tiles on 132 SMs. Head-major, the last
-  // heads' longest blocks start late; every head's row block before the next row block of any
-  // finishes about a fifth sooner in the model.
-  const plan::CudaRoute d512 =
-      plan_prefill(problem(1, 8, 8, 4096, 4096, 512, 512, DType::BFloat16, causal), h200_wgmma());
-  EXPECT_TRUE(d512.tiled.heads_inner) << d512.plan.explain();
-  EXPECT_TRUE(mentions(d512.plan, "each row block of every (batch, key head) pair before the next row block of any"))
-      << d512.plan.explain();
-  EXPECT_TRUE(mentions(d512.plan, "on 132 resident blocks finishes after 316 tile-times head-major, 257 with heads inner"))
-      << d512.plan.explain();
+  // D 512 at 4k takes heads inner (HeadSize512SplitsItsDepthOnHopper).
   // Issue 5's other causal rows: the two orders within 5%, so head-major (which measured 2-3%
   // faster on 4k and D 256).
   for (const auto& [q_heads, kv_heads, length, head_dim] :
