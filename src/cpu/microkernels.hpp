@@ -90,7 +90,7 @@ typedef std::int32_t vec_int __attribute__((vector_size(HEED_VECTOR_BYTES)));
 
 // exp(x) on every lane, branch-free: 0 far below (so exp(-inf) = 0), +inf above, NaN kept.
 #if defined(__AVX512F__)
-// 2^t on every lane in eight instructions: f = t - floor(t) by vreducepss, 2^f by a degree-5
+// 2^t on every lane in seven instructions: f = t - floor(t) by vreduceps, 2^f by a degree-5
 // polynomial on [0, 1) (minimax relative error with p(0) = 1 exactly; within 1.8e-7 relative
 // after rounding), and 2^floor(t) applied by vscalefps, which floors its exponent operand
 // itself. No clamps: vreduceps gives 0 for ±inf, so 2^-inf = 1 · 2^-inf = 0 and 2^inf = inf;

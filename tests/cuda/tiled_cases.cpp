@@ -125,6 +125,9 @@ std::vector<CaseSpec> tiled_cuda_cases() {
       Make("wgmma_blhd_gqa8_d64", 2, 8, 1, 70, 260, 64, 64, f16).layout(L::BLHD).out_layout(L::BLHD).causal(),
       Make("wgmma_d64_long_keys", 1, 2, 1, 40, 2100, 64, 64, bf16),  // 192-key tiles from 2048 keys
       Make("wgmma_d64_short_keys_gqa4", 3, 8, 2, 70, 512, 64, 64, f16).sinks(),  // one consumer
+      // Causal blocks launched with heads inner (the planner's schedule model picks it here on
+      // both kernels: CudaTiledPlan.CausalLaunchOrderFollowsTheScheduleModel).
+      Make("wgmma_causal_heads_inner_d64", 2, 32, 32, 512, 512, 64, 64, bf16).causal(),
       Make("wgmma_padded_wide_d128", 1, 4, 2, 50, 200, 128, 128, bf16).layout(L::PaddedWide).out_layout(L::PaddedWide),
       // Q and the output by TMA where their rows allow, else by the consumers' copies and stores:
       // Q with a negative stride (no TMA map) and the output by TMA, and the reverse.

@@ -341,7 +341,15 @@ TEST(CudaTiledPlan, WgmmaFallsBackToMmaWithTheReason) {
 TEST(CudaTiledPlan, CausalLaunchOrderFollowsTheScheduleModel) {
   AttentionOptions causal;
   causal.causal = true;
-  // D 512 at 4k takes heads inner (HeadSize512SplitsItsDepthOnHopper).
+  // D 512 at 4k takes heads inner (HeadSize512SplitsItsDepthOnHopper), as does the GPU grid's
+  // wgmma_causal_heads_inner_d64 (B 2, 32 heads, 512, D 64: 256 blocks of 1 to 4 tiles) on
+  // either kernel, so the GPU tests run that order.
+  for (const plan::CudaDeviceInfo& device : {h200_wgmma(), h200()}) {
+    const plan::CudaRoute r =
+        plan_prefill(problem(2, 32, 32, 512, 512, 64, 64, DType::BFloat16, causal), device);
+    EXPECT_EQ(r.tiled.wgmma, device.wgmma_built);
+    EXPECT_TRUE(r.tiled.heads_inner) << r.plan.explain();
+  }
   // Issue 5's other causal rows: the two orders within 5%, so head-major (which measured 2-3%
   // faster on 4k and D 256).
   for (const auto& [q_heads, kv_heads, length, head_dim] :
