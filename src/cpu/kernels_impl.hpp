@@ -176,6 +176,16 @@ void fold_key_rows(const AttentionParams& p, const Workspace& t, std::int64_t b,
     if (stride == 1 && p.dtype == DType::Float16) return use(static_cast<const microkernel::F16*>(base) + offset);
     use(row_as_float(base, p.dtype, offset, stride, width, buffer));
   };
+#if defined(__AVX512F__)
+  if (p.dtype == DType::BFloat16 && p.k_strides[3] == 1 && p.head_dim % 32 == 0) {
+    // q in pair order in k_row (16 × D floats, unused here: the key rows are read in place).
+    microkernel::pair_order(t.q, rows, p.head_dim, t.k_row);
+    const auto* k = static_cast<const microkernel::Bf16*>(p.k) + k_base + key * p.k_strides[2];
+    for (std::int64_t j = 0; j < count; ++j) {
+      microkernel::dot_all_rows_pairs(t.k_row, rows, p.head_dim, k + j * p.k_strides[2], t.scores + j, ldk);
+    }
+  } else
+#endif
   for (std::int64_t j = 0; j < count; ++j) {
     each_row(p.k, k_base + (key + j) * p.k_strides[2], p.k_strides[3], p.head_dim, t.k_row, [&](const auto* k) {
       microkernel::dot_all_rows(t.q, rows, p.head_dim, k, t.scores + j, ldk);

@@ -287,6 +287,62 @@ inline void for_row_blocks(std::int64_t rows, Body&& body, std::int64_t row = 0)
   }
 }
 
+#if defined(__AVX512F__)
+// The four lane sums of acc[0..3] at once, in order: pairs of rows interleaved and added, then
+// the four 128-bit quarters (instead of 4 × 16 dependent scalar additions per key).
+[[gnu::always_inline]] inline __m128 lane_sums4(const vec (&acc)[4]) {
+  const __m512 a0 = std::bit_cast<__m512>(acc[0]), a1 = std::bit_cast<__m512>(acc[1]);
+  const __m512 a2 = std::bit_cast<__m512>(acc[2]), a3 = std::bit_cast<__m512>(acc[3]);
+  const __m512 b01 = _mm512_add_ps(_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1));
+  const __m512 b23 = _mm512_add_ps(_mm512_unpacklo_ps(a2, a3), _mm512_unpackhi_ps(a2, a3));
+  const __m512d c0 = _mm512_castps_pd(b01), c1 = _mm512_castps_pd(b23);
+  // Each 128-bit quarter now holds partial sums of rows 0, 1, 2, 3 in order.
+  const __m512 c = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(c0, c1)), _mm512_castpd_ps(_mm512_unpackhi_pd(c0, c1)));
+  const __m256 halves = _mm256_add_ps(_mm512_castps512_ps256(c), _mm512_extractf32x8_ps(c, 1));
+  return _mm_add_ps(_mm256_castps256_ps128(halves), _mm256_extractf128_ps(halves, 1));
+}
+
+// bfloat16 key rows (D a multiple of 32) against q rows in pair order: each 64-byte load of 32
+// keys' elements yields its even elements by one shift and its odd ones by one mask (not two
+// widening instructions per 16), so q's 32 columns are stored evens first, then odds.
+inline void pair_order(const float* q, std::int64_t rows, std::int64_t head_dim, float* out) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t d = 0; d < head_dim; d += 32) {
+      for (int e = 0; e < 16; ++e) {
+        out[r * head_dim + d + e] = q[r * head_dim + d + 2 * e];
+        out[r * head_dim + d + 16 + e] = q[r * head_dim + d + 2 * e + 1];
+      }
+    }
+  }
+}
+// s[r * lds] = q[r]·k for R (1 or 4) rows in pair order against one bfloat16 key row.
+template <int R>
+[[gnu::always_inline]] inline void dot_rows_pairs(const float* q, std::int64_t head_dim, const Bf16* k, float* s,
+                                                  std::int64_t lds) {
+  vec acc[R] = {};
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  for (std::int64_t d = 0; d < head_dim; d += 32) {
+    const __m512i raw = _mm512_loadu_si512(k + d);
+    const vec even = std::bit_cast<vec>(_mm512_slli_epi32(raw, 16));
+    const vec odd = std::bit_cast<vec>(_mm512_and_si512(raw, high));
+    for (int r = 0; r < R; ++r) acc[r] += load(q + r * head_dim + d) * even + load(q + r * head_dim + d + 16) * odd;
+  }
+  if constexpr (R == 4) {
+    alignas(16) float total[4];
+    _mm_store_ps(total, lane_sums4(acc));
+    for (int r = 0; r < R; ++r) s[r * lds] = total[r];
+  } else {
+    for (int r = 0; r < R; ++r) s[r * lds] = _mm512_reduce_add_ps(std::bit_cast<__m512>(acc[r]));
+  }
+}
+inline void dot_all_rows_pairs(const float* q, std::int64_t rows, std::int64_t head_dim, const Bf16* k, float* s,
+                               std::int64_t lds) {
+  std::int64_t row = 0;
+  for (; row + 4 <= rows; row += 4) dot_rows_pairs<4>(q + row * head_dim, head_dim, k, s + row * lds, lds);
+  for (; row < rows; ++row) dot_rows_pairs<1>(q + row * head_dim, head_dim, k, s + row * lds, lds);
+}
+#endif
+
 // s[r * lds] = q[r]·k for R rows against one key row k (float32 or bfloat16, length D).
 template <int R, typename T>
 [[gnu::always_inline]] inline void dot_rows(const float* q, std::int64_t head_dim, const T* k, float* s,
@@ -299,19 +355,8 @@ template <int R, typename T>
   }
 #if defined(__AVX512F__)
   if constexpr (R == 4) {
-    // The four lane sums at once: pairs of rows interleaved and added, then the four 128-bit
-    // quarters (instead of 4 × 16 dependent scalar additions per key).
-    const __m512 a0 = std::bit_cast<__m512>(acc[0]), a1 = std::bit_cast<__m512>(acc[1]);
-    const __m512 a2 = std::bit_cast<__m512>(acc[2]), a3 = std::bit_cast<__m512>(acc[3]);
-    const __m512 b01 = _mm512_add_ps(_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1));
-    const __m512 b23 = _mm512_add_ps(_mm512_unpacklo_ps(a2, a3), _mm512_unpackhi_ps(a2, a3));
-    const __m512d c0 = _mm512_castps_pd(b01), c1 = _mm512_castps_pd(b23);
-    // Each 128-bit quarter now holds partial sums of rows 0, 1, 2, 3 in order.
-    const __m512 c = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(c0, c1)), _mm512_castpd_ps(_mm512_unpackhi_pd(c0, c1)));
-    const __m256 halves = _mm256_add_ps(_mm512_castps512_ps256(c), _mm512_extractf32x8_ps(c, 1));
-    const __m128 sums = _mm_add_ps(_mm256_castps256_ps128(halves), _mm256_extractf128_ps(halves, 1));
     alignas(16) float total[4];
-    _mm_store_ps(total, sums);
+    _mm_store_ps(total, lane_sums4(acc));
     for (int r = 0; r < R; ++r) {
       float sum = total[r];
       for (std::int64_t e = d; e < head_dim; ++e) sum += q[r * head_dim + e] * to_float(k[e]);
