@@ -178,7 +178,9 @@ void fold_key_rows(const AttentionParams& p, const Workspace& t, std::int64_t b,
   };
 #if defined(__AVX512F__)
   if (p.dtype == DType::BFloat16 && p.k_strides[3] == 1 && p.head_dim % 32 == 0) {
-    // q in pair order in k_row (16 × D floats, unused here: the key rows are read in place).
+    // q in pair order in k_row (kKeyLanes × D floats, unused here: the key rows are read in
+    // place); group_task sends at most kDirectMaxRows rows here.
+    static_assert(kDirectMaxRows <= kKeyLanes, "q's rows in pair order fit k_row");
     microkernel::pair_order(t.q, rows, p.head_dim, t.k_row);
     const auto* k = static_cast<const microkernel::Bf16*>(p.k) + k_base + key * p.k_strides[2];
     for (std::int64_t j = 0; j < count; ++j) {
