@@ -20,6 +20,7 @@ namespace amx {
 void run_tiled_kernel(const AttentionParams&, const plan::CpuRoute&, std::byte*);
 double matrix_chains(std::int64_t steps);
 double dot_chains(std::int64_t steps);
+void weights_exp2(int parts, const float* x, std::int64_t count, float* out);
 }
 
 void run_tiled(const AttentionParams& params, const plan::CpuRoute& route, std::byte* scratch) {
@@ -62,6 +63,12 @@ void run_softmax_exp(const float* x, std::int64_t count, float* out) {
     case CpuIsa::Avx2: return avx2::softmax_exp(x, count, out);
     case CpuIsa::Generic: return generic::softmax_exp(x, count, out);
   }
+}
+
+bool run_weights_exp2(int parts, const float* x, std::int64_t count, float* out) {
+  if (cpu_info().isa < CpuIsa::Avx512Bf16) return false;
+  amx::weights_exp2(parts, x, count, out);
+  return true;
 }
 
 double run_amx_chains(std::int64_t steps) {

@@ -16,6 +16,10 @@ void run_tiled(const AttentionParams& params, const plan::CpuRoute& route, std::
 double run_fma_chains(std::int64_t steps);
 // out[i] = exp(x[i]) by the dispatched instruction set's softmax exp (its accuracy is tested).
 void run_softmax_exp(const float* x, std::int64_t count, float* out);
+// out[i] = 2^x[i] by the bfloat16 tiled route's exp for weights kept in `parts` bfloat16 parts
+// (1 for bfloat16, 2 for float16, 3 for float32 inputs); false where that route is not compiled
+// for this CPU (cpu_info().isa below Avx512Bf16).
+bool run_weights_exp2(int parts, const float* x, std::int64_t count, float* out);
 // bfloat16 products on the AMX tiles, `steps` × 4 of them; returns the FLOPs done (0 where
 // cpu_info().isa is not Amx).
 double run_amx_chains(std::int64_t steps);

@@ -25,6 +25,7 @@
 #include <bit>
 #include <cstring>
 #include <optional>
+#include <type_traits>
 
 #include "cpu/amx_tiles.hpp"
 
@@ -87,11 +88,35 @@ struct Parts {
   return split(_mm512_cvtph_ps(raw), parts);
 }
 
-// 2^x on every lane, for softmax weights (x <= 0): 0 for -inf, NaN kept; the weights are
-// rounded to bfloat16 next.
-[[gnu::always_inline]] inline __m512 exp2_weights(__m512 x) { return microkernel::exp2(x); }
+// 2^x on every lane for softmax weights (x <= 0), as accurate as the weights are kept: one
+// bfloat16 part (8 significant bits) takes a degree-3 polynomial for 2^f (relative error within
+// 1.04e-4, 19 times below the part's own rounding), two parts (16 bits, float16) degree 4
+// (3.5e-6), three (float32) the full degree 5 (1.8e-7). Each polynomial has p(0) = 1 and
+// p(1) = 2 exactly, so weights stay continuous across integers. Else as microkernel::exp2: f = t
+// - floor(t) by vreduceps, 2^floor(t) by vscalefps; 0 for -inf, NaN kept.
+template <int kParts>
+[[gnu::always_inline]] inline __m512 exp2_weights(__m512 t) {
+  if constexpr (kParts >= 3) {
+    return microkernel::exp2(t);
+  } else {
+    const __m512 f = _mm512_reduce_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m512 poly;
+    if constexpr (kParts == 1) {
+      poly = _mm512_set1_ps(7.826796919107437e-2f);
+      poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(2.26307675242424e-1f));
+      poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(6.954243779182434e-1f));
+    } else {
+      poly = _mm512_set1_ps(1.3555747456848621e-2f);
+      poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(5.203237012028694e-2f));
+      poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(2.413797676563263e-1f));
+      poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(6.930321455001831e-1f));
+    }
+    poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(poly, t);
+  }
+}
 
-float exp2_weight(float x) { return _mm512_cvtss_f32(exp2_weights(_mm512_set1_ps(x))); }
+float exp2_weight(float x) { return _mm512_cvtss_f32(microkernel::exp2(_mm512_set1_ps(x))); }
 
 // dst[0..count) = dtype(src[0..count)), rounded to nearest even.
 void store_row16(const float* src, std::int64_t count, DType dtype, Bits* dst) {
@@ -106,66 +131,105 @@ void store_row16(const float* src, std::int64_t count, DType dtype, Bits* dst) {
   }
 }
 
+// Up to three bfloat16 parts of 32 floats (lo: the first 16), as split does for 16: the parts
+// of both halves rounded by one vcvtne2ps2bf16.
+struct Parts32 {
+  __m512i part[kMaxParts];
+};
+template <int kParts>
+[[gnu::always_inline]] inline Parts32 split32(__m512 lo, __m512 hi) {
+  Parts32 out{};
+  for (int i = 0; i < kParts; ++i) {
+    out.part[i] = std::bit_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+    if (i + 1 < kParts) {
+      lo = _mm512_sub_ps(lo, widen_bf16(_mm512_castsi512_si256(out.part[i])));
+      hi = _mm512_sub_ps(hi, widen_bf16(_mm512_extracti64x4_epi64(out.part[i], 1)));
+    }
+  }
+  return out;
+}
+
+// w[j] = 0 for j in [from, to) in every part.
+void zero_weights(Bits* w, std::int64_t w_part, std::int64_t parts, std::int64_t from, std::int64_t to) {
+  if (from >= to) return;
+  for (std::int64_t i = 0; i < parts; ++i) std::memset(w + i * w_part + from, 0, static_cast<std::size_t>(to - from) * sizeof(Bits));
+}
+
 // The online-softmax step of one row on a tile of scores s[0..count) (raw q·k), fused for
 // the tiles: one pass for the tile's max of s·scale, one for the weights 2^(s·c - max) with
 // their sum, written straight to bfloat16 w[0..depth) (zeros outside the row's keys). Row
 // maxima are kept in log2 units. Returns false when the row sees no key of the tile.
 // With more than one part (float16, float32 inputs), the weights are split as the operands are;
 // part i of row r's weights is at w + i * w_part.
+template <int kParts>
 bool softmax_to_bf16(const AttentionParams& p, const Workspace& t, std::int64_t b, std::int64_t row, RowAt at,
-                     std::int64_t key, std::int64_t count, float* s, Bits* w, std::int64_t w_part,
-                     std::int64_t parts, std::int64_t depth, std::int64_t columns) {
+                     std::int64_t key, std::int64_t count, float* s, Bits* w, std::int64_t w_part, std::int64_t depth,
+                     std::int64_t columns) {
   const KeyRange range = p.keys_for_row(at.position);
   const std::int64_t first = std::clamp<std::int64_t>(range.begin - key, 0, count);
   const std::int64_t last = std::clamp<std::int64_t>(range.end - key, 0, count);
-  for (std::int64_t i = 0; i < parts; ++i) std::memset(w + i * w_part, 0, static_cast<std::size_t>(depth) * sizeof(Bits));
-  if (first >= last) return false;
+  if (first >= last) {
+    zero_weights(w, w_part, kParts, 0, depth);
+    return false;
+  }
   float c = p.scale * microkernel::kLog2e;
   if (p.mask.kind != plan::MaskKind::None) {  // masks add to (or hide) scaled scores
     for (std::int64_t j = first; j < last; ++j) s[j] *= p.scale;
     mask_scores(p, b, at.head, at.position, key + first, last - first, s + first);
     c = microkernel::kLog2e;
   }
+  // The largest s·c: where c > 0, the largest s times c (s·c rounds monotonically), without a
+  // multiplication per score.
   const __m512 scale = _mm512_set1_ps(c);
-  __m512 best = _mm512_set1_ps(kNegInf);
-  std::int64_t j = first;
-  for (; j + 16 <= last; j += 16) best = _mm512_max_ps(best, _mm512_mul_ps(_mm512_loadu_ps(s + j), scale));
-  if (j < last) {
-    const __mmask16 tail = static_cast<__mmask16>((1u << (last - j)) - 1);
-    best = _mm512_mask_max_ps(best, tail, best, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, s + j), scale));
+  const auto largest = [&](auto scaled) {
+    const auto value = [&](__m512 x) { return decltype(scaled)::value ? _mm512_mul_ps(x, scale) : x; };
+    __m512 best[2] = {_mm512_set1_ps(kNegInf), _mm512_set1_ps(kNegInf)};
+    std::int64_t j = first;
+    for (; j + 32 <= last; j += 32) {
+      best[0] = _mm512_max_ps(best[0], value(_mm512_loadu_ps(s + j)));
+      best[1] = _mm512_max_ps(best[1], value(_mm512_loadu_ps(s + j + 16)));
+    }
+    for (; j < last; j += 16) {
+      const __mmask16 tail = static_cast<__mmask16>(last - j >= 16 ? 0xffffu : (1u << (last - j)) - 1);
+      best[0] = _mm512_mask_max_ps(best[0], tail, best[0], value(_mm512_maskz_loadu_ps(tail, s + j)));
+    }
+    return _mm512_reduce_max_ps(_mm512_max_ps(best[0], best[1]));
+  };
+  const float best_s = c > 0.0f ? largest(std::false_type{}) : largest(std::true_type{});
+  const float tile_max = c > 0.0f && best_s != kNegInf ? best_s * c : best_s;
+  if (tile_max == kNegInf) {
+    zero_weights(w, w_part, kParts, 0, depth);
+    return false;
   }
-  const float tile_max = _mm512_reduce_max_ps(best);
-  if (tile_max == kNegInf) return false;
   const float old_max = t.row_max[row];
   const float new_max = old_max > tile_max ? old_max : tile_max;
   const float correction = exp2_weight(old_max - new_max);
   const __m512 shift = _mm512_set1_ps(-new_max);
-  __m512 sum = _mm512_setzero_ps();
-  for (j = first; j + 16 <= last; j += 16) {
-    const __m512 weights = exp2_weights(_mm512_fmadd_ps(_mm512_loadu_ps(s + j), scale, shift));
-    sum = _mm512_add_ps(sum, weights);
-    if (parts == 1) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + j), to_bf16(weights));
-    } else {
-      const Parts split_weights = split(weights, parts);
-      for (std::int64_t i = 0; i < parts; ++i) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + i * w_part + j), split_weights.part[i]);
-      }
-    }
+  zero_weights(w, w_part, kParts, 0, first);
+  zero_weights(w, w_part, kParts, last, depth);
+  __m512 sum[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  std::int64_t j = first;
+  for (; j + 32 <= last; j += 32) {
+    const __m512 lo = exp2_weights<kParts>(_mm512_fmadd_ps(_mm512_loadu_ps(s + j), scale, shift));
+    const __m512 hi = exp2_weights<kParts>(_mm512_fmadd_ps(_mm512_loadu_ps(s + j + 16), scale, shift));
+    sum[0] = _mm512_add_ps(sum[0], lo);
+    sum[1] = _mm512_add_ps(sum[1], hi);
+    const Parts32 split_weights = split32<kParts>(lo, hi);
+    for (int i = 0; i < kParts; ++i) _mm512_storeu_si512(w + i * w_part + j, split_weights.part[i]);
   }
-  if (j < last) {
-    const __mmask16 tail = static_cast<__mmask16>((1u << (last - j)) - 1);
-    const __m512 weights = exp2_weights(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, s + j), scale, shift));
-    sum = _mm512_mask_add_ps(sum, tail, sum, weights);
-    const Parts split_weights = split(weights, parts);
-    for (std::int64_t i = 0; i < parts; ++i) _mm256_mask_storeu_epi16(w + i * w_part + j, tail, split_weights.part[i]);
+  for (; j < last; j += 16) {
+    const __mmask16 tail = static_cast<__mmask16>(last - j >= 16 ? 0xffffu : (1u << (last - j)) - 1);
+    const __m512 weights = exp2_weights<kParts>(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, s + j), scale, shift));
+    sum[0] = _mm512_mask_add_ps(sum[0], tail, sum[0], weights);
+    const Parts split_weights = split(weights, kParts);
+    for (int i = 0; i < kParts; ++i) _mm256_mask_storeu_epi16(w + i * w_part + j, tail, split_weights.part[i]);
   }
-  t.row_sum[row] = t.row_sum[row] * correction + _mm512_reduce_add_ps(sum);
+  t.row_sum[row] = t.row_sum[row] * correction + _mm512_reduce_add_ps(_mm512_add_ps(sum[0], sum[1]));
   t.row_max[row] = new_max;
   if (correction != 1.0f) {
     float* acc = t.accum + row * t.accum_stride;
-    const __m512 factor = _mm512_set1_ps(correction);
-    for (std::int64_t d = 0; d < columns; d += 16) _mm512_storeu_ps(acc + d, _mm512_mul_ps(_mm512_loadu_ps(acc + d), factor));
+    const __m512 rescale = _mm512_set1_ps(correction);
+    for (std::int64_t d = 0; d < columns; d += 16) _mm512_storeu_ps(acc + d, _mm512_mul_ps(_mm512_loadu_ps(acc + d), rescale));
   }
   return true;
 }
@@ -376,10 +440,15 @@ void tiled_task(const AttentionParams& p, const plan::CpuRoute& r, const Packed&
                    reinterpret_cast<std::byte*>(task.s), amx.keys * 4, amx.rows, round_up(count, amx::kTileColumns));
     const std::int64_t depth = round_up(count, amx::kTileDepth);  // keys the value product reads
     bool any = false;
-    for (std::int64_t row = 0; row < rows.size(); ++row) {
-      any |= softmax_to_bf16(p, task.t, b, row, rows(row), key, count, task.s + row * amx.keys,
-                             task.w + row * amx.keys, w_part, amx.parts, depth, amx.columns);
-    }
+    const auto softmax_rows = [&](auto parts) {
+      for (std::int64_t row = 0; row < rows.size(); ++row) {
+        any |= softmax_to_bf16<decltype(parts)::value>(p, task.t, b, row, rows(row), key, count, task.s + row * amx.keys,
+                                                       task.w + row * amx.keys, w_part, depth, amx.columns);
+      }
+    };
+    if (amx.parts == 1) softmax_rows(std::integral_constant<int, 1>{});
+    if (amx.parts == 2) softmax_rows(std::integral_constant<int, 2>{});
+    if (amx.parts == 3) softmax_rows(std::integral_constant<int, 3>{});
     if (!any) continue;
     const std::int64_t v_steps = depth / amx::kTileDepth;
     product_count = split_products(amx.parts, bytes(task.w), w_part * 2, bytes(packed.v(p, b, rows.kv_head, tile)),
@@ -430,6 +499,19 @@ void run_tiled_kernel(const AttentionParams& p, const plan::CpuRoute& r, std::by
     const Task task{amx.q.at<Bits>(scratch, w), t.scores, amx.p.at<Bits>(scratch, w), t};
     tiled_task(p, r, packed, task, at.batch, at.rows);
   });
+}
+
+// out[i] = 2^x[i] by the weights' exp for `parts` bfloat16 parts (tests check its accuracy).
+void weights_exp2(int parts, const float* x, std::int64_t count, float* out) {
+  const auto run = [&](auto kparts) {
+    for (std::int64_t i = 0; i < count; i += 16) {
+      const auto lanes = static_cast<__mmask16>(count - i >= 16 ? 0xffffu : (1u << (count - i)) - 1);
+      _mm512_mask_storeu_ps(out + i, lanes, exp2_weights<decltype(kparts)::value>(_mm512_maskz_loadu_ps(lanes, x + i)));
+    }
+  };
+  if (parts == 1) return run(std::integral_constant<int, 1>{});
+  if (parts == 2) return run(std::integral_constant<int, 2>{});
+  run(std::integral_constant<int, 3>{});
 }
 
 // Four independent accumulators fed by two A and two B tiles, `steps` times: the tiles' own

@@ -134,6 +134,11 @@ std::vector<CaseSpec> caps_layouts_dtypes() {
       Make("large_logits_tiled", 1, 2, 2, 33, 300).scale(1.0),
       Make("large_logits_decode", 1, 4, 1, 1, 700).scale(1.0),
       Make("large_logits_composed_f16", 1, 2, 2, 40, 100, 64, 64, f16).scale(1.0),
+      // A negative scale, large enough that taking the smallest scaled score for the largest
+      // would overflow the weights: the largest comes from the smallest score.
+      Make("negative_scale_tiled_bf16", 1, 4, 2, 40, 300, 64, 64, bf16).causal().scale(-12.0),
+      Make("negative_scale_tiled_f16", 1, 2, 2, 33, 100, 64, 64, f16).scale(-12.0),
+      Make("negative_scale_tiled_d128", 1, 2, 1, 40, 90, 128, 128).scale(-12.0),
   };
 }
 

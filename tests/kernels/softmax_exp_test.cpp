@@ -72,5 +72,45 @@ TEST(Float32Precision, SoftmaxExpEdges) {
   }
 }
 
+
+// The bfloat16 tiled route's weights, 2^x for x <= 0 (log2 units), as accurate as they are
+// kept: one bfloat16 part within 1.1e-4 relative, two within 3.6e-6, three within 2.5e-7; 2^0 = 1
+// and 2^-inf = 0 exactly, NaN kept.
+TEST(Float32Precision, WeightsExp2Accuracy) {
+  SCOPED_TRACE(to_string(cpu_info().isa));
+  std::vector<float> x;
+  for (double value = -125.0; value <= 0.0; value += 0.000731) x.push_back(static_cast<float>(value));
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> edges = {0.0f, -0.0f, -inf, std::numeric_limits<float>::quiet_NaN(), -1e-30f, -200.0f};
+  x.insert(x.end(), edges.begin(), edges.end());
+  const double bounds[] = {1.1e-4, 3.6e-6, 2.5e-7};
+  for (int parts = 1; parts <= 3; ++parts) {
+    SCOPED_TRACE(testing::Message() << parts << " part(s)");
+    std::vector<float> out(x.size(), 42.0f);
+    if (!cpu::run_weights_exp2(parts, x.data(), static_cast<std::int64_t>(x.size()), out.data())) {
+      EXPECT_LT(cpu_info().isa, CpuIsa::Avx512Bf16);
+      return;
+    }
+    double worst = 0.0;
+    float worst_at = 0.0f;
+    const std::size_t normal = x.size() - edges.size();
+    for (std::size_t i = 0; i < normal; ++i) {
+      const double ref = std::exp2(static_cast<double>(x[i]));
+      const double error = std::abs(static_cast<double>(out[i]) - ref) / ref;
+      if (!(error <= worst)) {
+        worst = error;
+        worst_at = x[i];
+      }
+    }
+    EXPECT_LE(worst, bounds[parts - 1]) << "at x = " << worst_at;
+    EXPECT_EQ(out[normal + 0], 1.0f);
+    EXPECT_EQ(out[normal + 1], 1.0f);
+    EXPECT_EQ(out[normal + 2], 0.0f);
+    EXPECT_TRUE(std::isnan(out[normal + 3]));
+    EXPECT_NEAR(out[normal + 4], 1.0f, bounds[parts - 1]);
+    EXPECT_EQ(out[normal + 5], 0.0f);
+  }
+}
+
 }  // namespace
 }  // namespace heed::test
