@@ -9,6 +9,13 @@ for PyTorch; sinks have no SDPA equivalent, so such cases are timed without them
 
   python3 bench/torch_compare.py --heed build/release/bin/heed [--threads N | --cpus 2,3] [--case NAME]... [--reps N] [--rounds N]
   python3 bench/torch_compare.py --records heed.json ...   (records written by `heed bench`)
+  python3 bench/torch_compare.py --heed build/release/bin/heed --interleave 20 ...
+
+--interleave N times both libraries in this one process, call by call (heed through its
+Python module, importable as `heed`, on the same PyTorch tensors), alternating which goes
+first: each pair of calls is milliseconds apart, so a shared machine's drift weighs on both
+alike. It prints each library's fastest and median call, the ratio of the fastest, and the
+median of the pairs' own ratios. `heed bench` then only supplies the suite's shapes.
 """
 
 import argparse
@@ -33,7 +40,8 @@ def heed_records(heed, threads, names, reps, records_path=None):
     return json.loads(result.stdout)
 
 
-def torch_time(torch, record, reps):
+def torch_inputs(torch, record):
+    """The case's q, k, v as PyTorch tensors and SDPA's keyword arguments, or (None, reason)."""
     dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[record["dtype"]]
     b, hq, hkv = record["batch"], record["q_heads"], record["kv_heads"]
     lq, lk, d, dv = record["q_len"], record["kv_len"], record["head_dim"], record["value_dim"]
@@ -56,6 +64,14 @@ def torch_time(torch, record, reps):
         notes.append("without sinks")
     if record["mask"] != "none":
         return None, "mask kind " + record["mask"]
+    return (q, k, v, kwargs), "; ".join(notes)
+
+
+def torch_time(torch, record, reps):
+    inputs, note = torch_inputs(torch, record)
+    if inputs is None:
+        return None, note
+    q, k, v, kwargs = inputs
     sdpa = torch.nn.functional.scaled_dot_product_attention
     with torch.no_grad():
         sdpa(q, k, v, **kwargs)
@@ -64,7 +80,56 @@ def torch_time(torch, record, reps):
             start = time.perf_counter()
             sdpa(q, k, v, **kwargs)
             times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3, "; ".join(notes)
+    return statistics.median(times) * 1e3, note
+
+
+def interleaved(torch, heed, record, calls):
+    """Both libraries on the same tensors, call by call: (heed ms, PyTorch ms) per pair, or
+    (None, reason)."""
+    inputs, note = torch_inputs(torch, record)
+    if inputs is None:
+        return None, note
+    q, k, v, kwargs = inputs
+    heed_kwargs = {"causal": bool(record["causal"]), "window": record["window"]}
+    if record["sinks"]:
+        heed_kwargs["sinks"] = torch.randn(record["q_heads"], generator=torch.Generator().manual_seed(1))
+    out = torch.empty(q.shape[0], q.shape[1], q.shape[2], v.shape[3], dtype=q.dtype)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    runs = {"heed": lambda: heed.attention(q, k, v, out=out, **heed_kwargs), "torch": lambda: sdpa(q, k, v, **kwargs)}
+    pairs = []
+    with torch.no_grad():
+        for run in runs.values():
+            run()
+        for call in range(calls):
+            order = ("heed", "torch") if call % 2 == 0 else ("torch", "heed")
+            ms = {}
+            for name in order:
+                start = time.perf_counter()
+                runs[name]()
+                ms[name] = (time.perf_counter() - start) * 1e3
+            pairs.append((ms["heed"], ms["torch"]))
+    return pairs, note
+
+
+def print_interleaved(torch, heed, records, calls):
+    print(f"{'case':24s} {'heed min':>9s} {'torch min':>9s} {'min/min':>8s} {'paired':>7s} {'heed med':>9s} "
+          f"{'torch med':>9s} {'heed rate':>16s} {'of peak':>8s}  note")
+    for record in records:
+        if "error" in record:
+            print(f"{record['name']:24s} heed failed: {record['error']}")
+            continue
+        pairs, note = interleaved(torch, heed, record, calls)
+        if pairs is None:
+            print(f"{record['name']:24s} {'n/a':>9s}  {note}")
+            continue
+        heed_ms, torch_ms = [p[0] for p in pairs], [p[1] for p in pairs]
+        paired = statistics.median(t / h for h, t in pairs)
+        unit, work = ("GB/s", record["bytes"]) if record["memory_bound"] else ("GFLOP/s", record["flops"])
+        fraction = record.get("roofline_fraction")
+        of_peak = f"{fraction * record['median_ms'] / min(heed_ms) * 100:7.0f}%" if fraction is not None else f"{'n/a':>8s}"
+        print(f"{record['name']:24s} {min(heed_ms):9.2f} {min(torch_ms):9.2f} {min(torch_ms) / min(heed_ms):7.2f}x "
+              f"{paired:6.2f}x {statistics.median(heed_ms):9.2f} {statistics.median(torch_ms):9.2f} "
+              f"{work / min(heed_ms) * 1e-6:10.1f} {unit:5s} {of_peak}  {note}", flush=True)
 
 
 def distinct_cores(count):
@@ -93,6 +158,8 @@ def main():
     parser.add_argument("--case", action="append", default=[])
     parser.add_argument("--cpus", help="comma-separated CPUs to pin both libraries to (instead of --threads)")
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--interleave", type=int, default=0, metavar="N",
+                        help="time both libraries in this process, N calls each, alternating call by call")
     parser.add_argument("--rounds", type=int, default=2,
                         help="alternating rounds (heed then PyTorch, then PyTorch then heed, ...); each library's "
                              "best round counts, so drift of a shared machine weighs on both alike")
@@ -108,6 +175,16 @@ def main():
     torch.set_num_threads(len(cores))
     if not args.heed and not args.records:
         parser.error("give --heed or --records")
+    if args.interleave > 0:
+        # heed's thread count is read once, when the module first plans a call.
+        os.environ["HEED_NUM_THREADS"] = str(len(cores))
+        import heed
+        records = heed_records(args.heed, len(cores), args.case, 1, args.records)
+        print(f"# {len(cores)} threads pinned to CPUs {cores}, PyTorch {torch.__version__}, heed's Python module, "
+              f"{args.interleave} calls each, alternating call by call; 'paired': the median of the pairs' ratios "
+              f"(PyTorch ms / heed ms); rates and 'of peak' from heed's fastest call")
+        print_interleaved(torch, heed, records, args.interleave)
+        return 0
     rounds = 1 if args.records else max(args.rounds, 1)
     # One case at a time, its rounds alternating (heed then PyTorch, then PyTorch then heed, ...):
     # the two libraries' figures of a round are seconds apart, so a shared machine's drift
