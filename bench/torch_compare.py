@@ -14,8 +14,11 @@ for PyTorch; sinks have no SDPA equivalent, so such cases are timed without them
 --interleave N times both libraries in this one process, call by call (heed through its
 Python module, importable as `heed`, on the same PyTorch tensors), alternating which goes
 first: each pair of calls is milliseconds apart, so a shared machine's drift weighs on both
-alike. It prints each library's fastest and median call, the ratio of the fastest, and the
-median of the pairs' own ratios. `heed bench` then only supplies the suite's shapes.
+alike. A pause (--pause, default 0.05 s) before each call lets the other library's worker
+threads go to sleep first (PyTorch's OpenMP workers spin for a while after each call, on the
+very cores the next call needs). It prints each library's fastest and median call, the ratio
+of the fastest, and the median of the pairs' own ratios. `heed bench` then only supplies the
+suite's shapes.
 """
 
 import argparse
@@ -83,7 +86,7 @@ def torch_time(torch, record, reps):
     return statistics.median(times) * 1e3, note
 
 
-def interleaved(torch, heed, record, calls):
+def interleaved(torch, heed, record, calls, pause):
     """Both libraries on the same tensors, call by call: (heed ms, PyTorch ms) per pair, or
     (None, reason)."""
     inputs, note = torch_inputs(torch, record)
@@ -104,6 +107,7 @@ def interleaved(torch, heed, record, calls):
             order = ("heed", "torch") if call % 2 == 0 else ("torch", "heed")
             ms = {}
             for name in order:
+                time.sleep(pause)
                 start = time.perf_counter()
                 runs[name]()
                 ms[name] = (time.perf_counter() - start) * 1e3
@@ -111,14 +115,14 @@ def interleaved(torch, heed, record, calls):
     return pairs, note
 
 
-def print_interleaved(torch, heed, records, calls):
+def print_interleaved(torch, heed, records, calls, pause):
     print(f"{'case':24s} {'heed min':>9s} {'torch min':>9s} {'min/min':>8s} {'paired':>7s} {'heed med':>9s} "
           f"{'torch med':>9s} {'heed rate':>16s} {'of peak':>8s}  note")
     for record in records:
         if "error" in record:
             print(f"{record['name']:24s} heed failed: {record['error']}")
             continue
-        pairs, note = interleaved(torch, heed, record, calls)
+        pairs, note = interleaved(torch, heed, record, calls, pause)
         if pairs is None:
             print(f"{record['name']:24s} {'n/a':>9s}  {note}")
             continue
@@ -160,6 +164,8 @@ def main():
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--interleave", type=int, default=0, metavar="N",
                         help="time both libraries in this process, N calls each, alternating call by call")
+    parser.add_argument("--pause", type=float, default=0.05,
+                        help="seconds of sleep before each interleaved call (other library's workers go idle)")
     parser.add_argument("--rounds", type=int, default=2,
                         help="alternating rounds (heed then PyTorch, then PyTorch then heed, ...); each library's "
                              "best round counts, so drift of a shared machine weighs on both alike")
@@ -181,9 +187,10 @@ def main():
         import heed
         records = heed_records(args.heed, len(cores), args.case, 1, args.records)
         print(f"# {len(cores)} threads pinned to CPUs {cores}, PyTorch {torch.__version__}, heed's Python module, "
-              f"{args.interleave} calls each, alternating call by call; 'paired': the median of the pairs' ratios "
+              f"{args.interleave} calls each, alternating call by call, {args.pause} s pause before each; "
+              f"'paired': the median of the pairs' ratios "
               f"(PyTorch ms / heed ms); rates and 'of peak' from heed's fastest call")
-        print_interleaved(torch, heed, records, args.interleave)
+        print_interleaved(torch, heed, records, args.interleave, args.pause)
         return 0
     rounds = 1 if args.records else max(args.rounds, 1)
     # One case at a time, its rounds alternating (heed then PyTorch, then PyTorch then heed, ...):
