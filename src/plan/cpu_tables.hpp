@@ -49,10 +49,15 @@ inline constexpr std::int64_t kComposedMaxKeys = 16;
 // 143 / 158, llama3-8b-prefill 705 / 822 vs 693 / 762; heed_route_sweep B 4, 8 heads, L 512,
 // D 128, tiled 23.7 / 27.6 vs 23.3 / 25.4: 256 rows, on the FMA kernels.
 inline constexpr std::int64_t kTiledBlockRows = 256;
-// The bfloat16 matrix units' kernel (AMX tiles, AVX512-BF16 dot products) keeps 128 rows: its
-// H200 figures in docs/performance.md were measured so; on dot products here 128 and 256
-// rows measured the same (llama3-8b-prefill-bf16 380 / 396 vs 377 / 396 ms).
-inline constexpr std::int64_t kBf16UnitBlockRows = 128;
+// The bfloat16 matrix units' kernel (AMX tiles, AVX512-BF16 dot products): 256 rows. Xeon of
+// the H200 machine, 2 threads, `heed bench --reps 8` under HEED_CPU_TILED_ROWS, two rounds of
+// 128 / 256 rows (256 keys), ms (2026-12-01, session 10): llama3-8b-prefill-bf16 192.3 / 178.5
+// against 143.5 / 130.6, llama3-8b-prefill (float32 on the tiles) 469.1 / 612.4 against 429.6
+// / 394.0, -f16 256.2 / 302.4 against 234.0 / 234.9, qwen-d256 39.7 / 29.9 against 28.2 / 28.6
+// (512-key tiles: bfloat16 faster still, 126.1 / 120.5, float32 and float16 slower, 451 / 454
+// and 253 / 243). On dot products here: llama3-8b-prefill-bf16 358 / 362 against 362 / 361,
+// qwen-d256 92.1 / 92.4 against 89.2 / 89.3 (its keys then 128, this L2 being 1 MiB).
+inline constexpr std::int64_t kBf16UnitBlockRows = 256;
 // float32 runs on the AMX tiles (three bfloat16 parts, six products) from this head size up;
 // below, the FMA kernels. Xeon of the H200 machine, 2 threads, two alternating rounds of
 // HEED_CPU_ISA=amx against avx512bf16 (FMAs), ms (2026-11-30, session 7): llama3-8b-prefill
