@@ -379,7 +379,7 @@ std::string describe_ceilings(const CpuCeilings& c) {
          (c.dot_bf16_gflops > 0 ? format("bfloat16 dot-product peak %.1f GFLOP/s, ", c.dot_bf16_gflops)
                                 : std::string()) +
          (c.amx_gflops > 0 ? format("bfloat16 AMX peak %.1f GFLOP/s, ", c.amx_gflops) : std::string()) +
-         format("copy %.1f GB/s (read + write)", c.copy_gbytes);
+         format("copy %.1f GB/s (read + write), ", c.copy_gbytes) + format("read %.1f GB/s", c.read_gbytes);
 }
 
 std::string table_header() {
@@ -432,6 +432,8 @@ std::string to_json(const Result& r) {
        << ", \"peak_gflops\": " << json_number(r.ceilings ? std::optional(r.ceilings->fma_gflops) : std::nullopt)
        << ", \"copy_gbytes_per_s\": "
        << json_number(r.ceilings ? std::optional(r.ceilings->copy_gbytes) : std::nullopt)
+       << ", \"read_gbytes_per_s\": "
+       << json_number(r.ceilings && r.ceilings->read_gbytes > 0 ? std::optional(r.ceilings->read_gbytes) : std::nullopt)
        << ", \"amx_peak_gflops\": "
        << json_number(r.ceilings && r.ceilings->amx_gflops > 0 ? std::optional(r.ceilings->amx_gflops) : std::nullopt)
        << ", \"dot_bf16_peak_gflops\": "

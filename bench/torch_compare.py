@@ -246,7 +246,8 @@ def main():
         amx_text = (f"bfloat16 dot-product peak {dot:.1f} GFLOP/s, " if dot else "") + \
                    (f"bfloat16 AMX peak {amx:.1f} GFLOP/s, " if amx else "")
         print(f"# heed's ceilings in the same run: float32 FMA peak {records[0]['peak_gflops']:.1f} GFLOP/s, "
-              f"{amx_text}copy {records[0]['copy_gbytes_per_s']:.1f} GB/s ('of peak': of the bfloat16 peak "
+              f"{amx_text}copy {records[0]['copy_gbytes_per_s']:.1f} GB/s, read "
+              f"{records[0].get('read_gbytes_per_s') or 0:.1f} GB/s ('of peak': of the bfloat16 peak "
               f"of the unit a case runs on, else of the FMA peak or the copy bandwidth)")
     print(f"{'case':24s} {'heed ms':>10s} {'torch ms':>10s} {'torch/heed':>10s} {'paired':>7s} {'heed rate':>16s} "
           f"{'of peak':>8s} {'torch rate':>16s}  note")

@@ -1,6 +1,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 
@@ -36,13 +38,31 @@ double measure_rate(int threads, double (*chains)(std::int64_t)) {
   return flops / seconds * 1e-9;
 }
 
-double measure_copy(int threads) {
+struct Streams {
+  double copy = 0;
+  double read = 0;
+};
+
+// The threads' share of `words`, folded so that every word is read.
+std::uint64_t fold_words(const std::uint64_t* words, std::size_t count) {
+  std::uint64_t lanes[8] = {};
+  std::size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    for (int lane = 0; lane < 8; ++lane) lanes[lane] ^= words[i + static_cast<std::size_t>(lane)];
+  }
+  for (; i < count; ++i) lanes[0] ^= words[i];
+  std::uint64_t folded = 0;
+  for (const std::uint64_t lane : lanes) folded ^= lane;
+  return folded;
+}
+
+Streams measure_streams(int threads) {
   auto* source = static_cast<std::byte*>(memory::cpu_allocate(kCopyBytes, "heed::measure_cpu_ceilings", "copy source"));
   auto* target = static_cast<std::byte*>(memory::cpu_allocate(kCopyBytes, "heed::measure_cpu_ceilings", "copy target"));
   std::memset(source, 1, kCopyBytes);
   std::memset(target, 0, kCopyBytes);
   const std::size_t chunk = kCopyBytes / static_cast<std::size_t>(threads);
-  double best = 0;
+  Streams best;
   for (int repeat = 0; repeat < kCopyRepeats; ++repeat) {
     const auto start = Clock::now();
     cpu::parallel_for(threads, threads, [&](std::int64_t task, int) {
@@ -50,8 +70,20 @@ double measure_copy(int threads) {
       std::memcpy(target + offset, source + offset, task == threads - 1 ? kCopyBytes - offset : chunk);
     });
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    best = std::max(best, 2.0 * static_cast<double>(kCopyBytes) / seconds * 1e-9);
+    best.copy = std::max(best.copy, 2.0 * static_cast<double>(kCopyBytes) / seconds * 1e-9);
   }
+  std::atomic<std::uint64_t> sink{0};
+  const std::size_t words = kCopyBytes / sizeof(std::uint64_t), share = words / static_cast<std::size_t>(threads);
+  for (int repeat = 0; repeat < kCopyRepeats; ++repeat) {
+    const auto start = Clock::now();
+    cpu::parallel_for(threads, threads, [&](std::int64_t task, int) {
+      const std::size_t first = static_cast<std::size_t>(task) * share;
+      sink ^= fold_words(reinterpret_cast<const std::uint64_t*>(source) + first, task == threads - 1 ? words - first : share);
+    });
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    best.read = std::max(best.read, static_cast<double>(kCopyBytes) / seconds * 1e-9);
+  }
+  if (sink.load() == 1) best.read = std::nextafter(best.read, 0.0);  // keeps the reads (the fold is never 1)
   memory::cpu_free(source, kCopyBytes);
   memory::cpu_free(target, kCopyBytes);
   return best;
@@ -73,7 +105,9 @@ CpuCeilings measure_cpu_ceilings() {
   for (int repeat = 0; repeat < kFmaRepeats && cpu.isa == CpuIsa::Amx; ++repeat) {
     ceilings.amx_gflops = std::max(ceilings.amx_gflops, measure_rate(cpu.threads, cpu::run_amx_chains));
   }
-  ceilings.copy_gbytes = measure_copy(cpu.threads);
+  const Streams streams = measure_streams(cpu.threads);
+  ceilings.copy_gbytes = streams.copy;
+  ceilings.read_gbytes = streams.read;
   return ceilings;
 }
 
