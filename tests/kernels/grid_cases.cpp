@@ -139,6 +139,11 @@ std::vector<CaseSpec> caps_layouts_dtypes() {
       Make("negative_scale_tiled_bf16", 1, 4, 2, 40, 300, 64, 64, bf16).causal().scale(-12.0),
       Make("negative_scale_tiled_f16", 1, 2, 2, 33, 100, 64, 64, f16).scale(-12.0),
       Make("negative_scale_tiled_d128", 1, 2, 1, 40, 90, 128, 128).scale(-12.0),
+      // Several query blocks per key head, each reading every key tile, the last one partial.
+      Make("blocks_mqa_f16_causal", 1, 8, 1, 160, 300, 64, 64, f16).causal(),
+      Make("blocks_strided_f32", 1, 8, 2, 260, 200, 64, 64).layout(L::StridedLast).causal(),
+      Make("blocks_bf16_d128_dv96", 1, 4, 1, 300, 257, 128, 96, bf16).causal(),
+      Make("blocks_f32_sinks", 2, 8, 2, 257, 270).sinks(),
   };
 }
 
