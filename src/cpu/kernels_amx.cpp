@@ -37,8 +37,6 @@ using Bits = std::uint16_t;  // bfloat16 storage
 
 std::int64_t round_up(std::int64_t value, std::int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
-constexpr float kLn2 = 0.693147180559945309f;
-
 // bfloat16 bits of 16 floats, rounded to nearest even (AVX512-BF16: NaN stays NaN, float32
 // denormals become zero).
 [[gnu::always_inline]] inline __m256i to_bf16(__m512 x) { return std::bit_cast<__m256i>(_mm512_cvtneps_pbh(x)); }
@@ -129,6 +127,15 @@ void store_row16(const float* src, std::int64_t count, DType dtype, Bits* dst) {
     const auto tail = static_cast<__mmask16>((1u << (count - j)) - 1);
     _mm256_mask_storeu_epi16(dst + j, tail, narrow(_mm512_maskz_loadu_ps(tail, src + j)));
   }
+}
+
+// Calls f(std::integral_constant<int, parts>{}) for parts 1, 2 or 3 (the weights' bfloat16
+// parts), so that the softmax is compiled once per part count.
+template <typename F>
+void with_parts(std::int64_t parts, F&& f) {
+  if (parts == 1) return f(std::integral_constant<int, 1>{});
+  if (parts == 2) return f(std::integral_constant<int, 2>{});
+  f(std::integral_constant<int, 3>{});
 }
 
 // Up to three bfloat16 parts of 32 floats (lo: the first 16), as split does for 16: the parts
@@ -440,15 +447,12 @@ void tiled_task(const AttentionParams& p, const plan::CpuRoute& r, const Packed&
                    reinterpret_cast<std::byte*>(task.s), amx.keys * 4, amx.rows, round_up(count, amx::kTileColumns));
     const std::int64_t depth = round_up(count, amx::kTileDepth);  // keys the value product reads
     bool any = false;
-    const auto softmax_rows = [&](auto parts) {
+    with_parts(amx.parts, [&](auto parts) {
       for (std::int64_t row = 0; row < rows.size(); ++row) {
         any |= softmax_to_bf16<decltype(parts)::value>(p, task.t, b, row, rows(row), key, count, task.s + row * amx.keys,
                                                        task.w + row * amx.keys, w_part, depth, amx.columns);
       }
-    };
-    if (amx.parts == 1) softmax_rows(std::integral_constant<int, 1>{});
-    if (amx.parts == 2) softmax_rows(std::integral_constant<int, 2>{});
-    if (amx.parts == 3) softmax_rows(std::integral_constant<int, 3>{});
+    });
     if (!any) continue;
     const std::int64_t v_steps = depth / amx::kTileDepth;
     product_count = split_products(amx.parts, bytes(task.w), w_part * 2, bytes(packed.v(p, b, rows.kv_head, tile)),
@@ -459,8 +463,7 @@ void tiled_task(const AttentionParams& p, const plan::CpuRoute& r, const Packed&
   for (std::int64_t row = 0; row < rows.size(); ++row) {
     const RowAt at = rows(row);
     float* acc = task.t.accum + row * amx.columns;
-    const float max = task.t.row_max[row];
-    finalize_row(p, at.head, max == kNegInf ? max : max * kLn2, task.t.row_sum[row], acc, acc);
+    finalize_row(p, at.head, natural_max(task.t.row_max[row]), task.t.row_sum[row], acc, acc);
     if (p.out_strides[3] == 1 && p.dtype != DType::Float32) {
       store_row16(acc, p.value_dim, p.dtype,
                   static_cast<Bits*>(p.out) + b * p.out_strides[0] + at.head * p.out_strides[1] +
@@ -503,15 +506,12 @@ void run_tiled_kernel(const AttentionParams& p, const plan::CpuRoute& r, std::by
 
 // out[i] = 2^x[i] by the weights' exp for `parts` bfloat16 parts (tests check its accuracy).
 void weights_exp2(int parts, const float* x, std::int64_t count, float* out) {
-  const auto run = [&](auto kparts) {
+  with_parts(parts, [&](auto kparts) {
     for (std::int64_t i = 0; i < count; i += 16) {
       const auto lanes = static_cast<__mmask16>(count - i >= 16 ? 0xffffu : (1u << (count - i)) - 1);
       _mm512_mask_storeu_ps(out + i, lanes, exp2_weights<decltype(kparts)::value>(_mm512_maskz_loadu_ps(lanes, x + i)));
     }
-  };
-  if (parts == 1) return run(std::integral_constant<int, 1>{});
-  if (parts == 2) return run(std::integral_constant<int, 2>{});
-  run(std::integral_constant<int, 3>{});
+  });
 }
 
 // Four independent accumulators fed by two A and two B tiles, `steps` times: the tiles' own
