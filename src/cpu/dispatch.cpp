@@ -11,6 +11,7 @@ namespace heed::cpu {
   void run_vector_kernel(const AttentionParams&, const plan::CpuRoute&, std::byte*);               \
   double fma_chains(std::int64_t steps);                                                           \
   void softmax_exp(const float*, std::int64_t, float*);                                            \
+  void narrow_row(DType, const float*, std::int64_t, std::uint16_t*);                              \
   }
 HEED_DECLARE_ISA(generic)
 HEED_DECLARE_ISA(avx2)
@@ -62,6 +63,16 @@ void run_softmax_exp(const float* x, std::int64_t count, float* out) {
     case CpuIsa::Avx512: return avx512::softmax_exp(x, count, out);
     case CpuIsa::Avx2: return avx2::softmax_exp(x, count, out);
     case CpuIsa::Generic: return generic::softmax_exp(x, count, out);
+  }
+}
+
+void run_narrow_row(DType dtype, const float* x, std::int64_t count, std::uint16_t* out) {
+  switch (cpu_info().isa) {
+    case CpuIsa::Amx:
+    case CpuIsa::Avx512Bf16:
+    case CpuIsa::Avx512: return avx512::narrow_row(dtype, x, count, out);
+    case CpuIsa::Avx2: return avx2::narrow_row(dtype, x, count, out);
+    case CpuIsa::Generic: return generic::narrow_row(dtype, x, count, out);
   }
 }
 

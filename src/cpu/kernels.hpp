@@ -3,6 +3,7 @@
 // laid out, and records its dispatches with the profiler.
 
 #include <cstddef>
+#include <cstdint>
 
 #include "cpu/params.hpp"
 #include "plan/cpu_plan.hpp"
@@ -16,6 +17,9 @@ void run_tiled(const AttentionParams& params, const plan::CpuRoute& route, std::
 double run_fma_chains(std::int64_t steps);
 // out[i] = exp(x[i]) by the dispatched instruction set's softmax exp (its accuracy is tested).
 void run_softmax_exp(const float* x, std::int64_t count, float* out);
+// out[i] = dtype(x[i]) (float16 or bfloat16 bits) as the dispatched instruction set's kernels
+// narrow a contiguous output row (tested against the scalar conversions).
+void run_narrow_row(DType dtype, const float* x, std::int64_t count, std::uint16_t* out);
 // out[i] = 2^x[i] by the bfloat16 tiled route's exp for weights kept in `parts` bfloat16 parts
 // (1 for bfloat16, 2 for float16, 3 for float32 inputs); false where that route is not compiled
 // for this CPU (cpu_info().isa below Avx512Bf16).

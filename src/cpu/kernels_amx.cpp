@@ -116,19 +116,6 @@ template <int kParts>
 
 float exp2_weight(float x) { return _mm512_cvtss_f32(microkernel::exp2(_mm512_set1_ps(x))); }
 
-// dst[0..count) = dtype(src[0..count)), rounded to nearest even.
-void store_row16(const float* src, std::int64_t count, DType dtype, Bits* dst) {
-  const auto narrow = [&](__m512 x) -> __m256i {
-    return dtype == DType::BFloat16 ? to_bf16(x) : _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  };
-  std::int64_t j = 0;
-  for (; j + 16 <= count; j += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + j), narrow(_mm512_loadu_ps(src + j)));
-  if (j < count) {
-    const auto tail = static_cast<__mmask16>((1u << (count - j)) - 1);
-    _mm256_mask_storeu_epi16(dst + j, tail, narrow(_mm512_maskz_loadu_ps(tail, src + j)));
-  }
-}
-
 // Calls f(std::integral_constant<int, parts>{}) for parts 1, 2 or 3 (the weights' bfloat16
 // parts), so that the softmax is compiled once per part count.
 template <typename F>
@@ -464,13 +451,7 @@ void tiled_task(const AttentionParams& p, const plan::CpuRoute& r, const Packed&
     const RowAt at = rows(row);
     float* acc = task.t.accum + row * amx.columns;
     finalize_row(p, at.head, natural_max(task.t.row_max[row]), task.t.row_sum[row], acc, acc);
-    if (p.out_strides[3] == 1 && p.dtype != DType::Float32) {
-      store_row16(acc, p.value_dim, p.dtype,
-                  static_cast<Bits*>(p.out) + b * p.out_strides[0] + at.head * p.out_strides[1] +
-                      at.position * p.out_strides[2]);
-    } else {
-      store_out(p, b, at, acc);
-    }
+    store_out(p, b, at, acc);
   }
 }
 

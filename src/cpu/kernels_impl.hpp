@@ -99,6 +99,23 @@ void load_key_tile(const AttentionParams& p, const Workspace& t, std::int64_t b,
   // a time (column stores at the tile's stride would cost a cache line each).
   for (std::int64_t first = 0; first < ldk; first += kKeyLanes) {
     const std::int64_t rows = std::clamp<std::int64_t>(count - first, 0, kKeyLanes);
+#if defined(__AVX512F__)
+    // 16 whole 16-bit rows are widened by the transpose's own loads, not staged in k_row.
+    if (rows == kKeyLanes && p.dtype != DType::Float32 && p.k_strides[3] == 1 && D % kKeyLanes == 0) {
+      const auto transpose = [&](const auto* k) {
+        const auto* block = k + k_base + (key + first) * p.k_strides[2];
+        for (std::int64_t d = 0; d < D; d += kKeyLanes) {
+          microkernel::transpose16(block + d, p.k_strides[2], t.k_t + d * ldk + first, ldk);
+        }
+      };
+      if (p.dtype == DType::BFloat16) {
+        transpose(static_cast<const microkernel::Bf16*>(p.k));
+      } else {
+        transpose(static_cast<const microkernel::F16*>(p.k));
+      }
+      continue;
+    }
+#endif
     for (std::int64_t j = 0; j < rows; ++j) {
       widen_row(p.k, p.dtype, k_base + (key + first + j) * p.k_strides[2], p.k_strides[3], D, t.k_row + j * D);
     }
@@ -369,6 +386,12 @@ void softmax_exp(const float* x, std::int64_t count, float* out) {
     microkernel::store(out + i, microkernel::fast_exp(microkernel::load(x + i)));
   }
   for (; i < count; ++i) out[i] = microkernel::fast_exp(x[i]);
+}
+
+// out[i] = dtype(x[i]) for a 16-bit dtype, as the kernels store contiguous output rows (tests
+// check it against the scalar conversions).
+void narrow_row(DType dtype, const float* x, std::int64_t count, std::uint16_t* out) {
+  store_row(out, dtype, 0, 1, count, x);
 }
 
 // Independent FMA chains in this ISA's widest vectors, `steps` times; returns the FLOPs done.

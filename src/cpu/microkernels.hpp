@@ -159,11 +159,13 @@ inline void widen_row(const T* src, std::int64_t count, float* dst) {
 }
 
 #if defined(__AVX512F__)
-// dst[c * ldd + r] = src[r * lds + c] for a 16 × 16 block of floats: unpacks within 128-bit
-// lanes, then the lanes gathered across groups of four rows.
-inline void transpose16(const float* src, std::int64_t lds, float* dst, std::int64_t ldd) {
+// dst[c * ldd + r] = float(src[r * lds + c]) for a 16 × 16 block (float32, or 16-bit rows
+// widened as they are loaded): unpacks within 128-bit lanes, then the lanes gathered across
+// groups of four rows.
+template <typename T>
+inline void transpose16(const T* src, std::int64_t lds, float* dst, std::int64_t ldd) {
   __m512 rows[16], t[16];
-  for (int r = 0; r < 16; ++r) rows[r] = _mm512_loadu_ps(src + r * lds);
+  for (int r = 0; r < 16; ++r) rows[r] = std::bit_cast<__m512>(load(src + r * lds));
   for (int r = 0; r < 16; r += 2) {
     t[r] = _mm512_unpacklo_ps(rows[r], rows[r + 1]);
     t[r + 1] = _mm512_unpackhi_ps(rows[r], rows[r + 1]);
