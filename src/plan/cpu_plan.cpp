@@ -36,6 +36,7 @@ struct Fit {
   std::int64_t b = 0;  // block_k (tiled)
   std::size_t intermediate = 0;
   bool capped = false;  // the cap made the blocking smaller than the route's own choice
+  std::string why;      // how the tiled route chose its rows (FMA kernels)
 };
 
 // Largest blocking of each route whose score-sized intermediate fits the cap, or nullopt
@@ -65,19 +66,38 @@ bool on_bf16_units(const Problem& p, const CpuInfo& cpu) {
 // Tiled tiles hold block_q query positions of every head of a group (group × block_q rows).
 std::optional<Fit> fit_tiled(const Problem& p, const CpuInfo& cpu, std::size_t& min_cap) {
   const std::int64_t group = std::max<std::int64_t>(p.group(), 1);
-  const std::int64_t target_rows =
-      cpu.tiled_rows > 0 ? cpu.tiled_rows : (on_bf16_units(p, cpu) ? kBf16UnitBlockRows : kTiledBlockRows);
-  std::int64_t block_q = std::clamp<std::int64_t>(target_rows / group, 1, std::max<std::int64_t>(p.q_len, 1));
-  const auto rows = [&] { return group * block_q; };
-  // In double: the budget only steers the tile size, and huge head sizes must not overflow.
+  const auto positions_for = [&](std::int64_t rows) {
+    return std::clamp<std::int64_t>(rows / group, 1, std::max<std::int64_t>(p.q_len, 1));
+  };
+  // A worker's tiles in bytes: q rows, accumulators and row stats, then the K and V tiles and
+  // the scores. In double: the budget only steers the tile size, and huge head sizes must not
+  // overflow.
   const double budget = static_cast<double>(cpu.l2_bytes) / kTiledL2Share;
   const double row_floats = static_cast<double>(p.head_dim) + static_cast<double>(p.value_dim);
-  const double fixed = static_cast<double>(rows()) * (row_floats + 2) * kFloat;
+  const auto footprint = [&](std::int64_t rows, std::int64_t keys) {
+    return (static_cast<double>(rows) * (row_floats + 2) + static_cast<double>(keys) * (row_floats + static_cast<double>(rows))) * kFloat;
+  };
   std::int64_t block_k = cpu.tiled_keys > 0 ? std::max(cpu.tiled_keys, kTiledMinBlockK) : kTiledMaxBlockK;
-  while (block_k > kTiledMinBlockK &&
-         fixed + static_cast<double>(block_k) * (row_floats + static_cast<double>(rows())) * kFloat > budget) {
-    block_k /= 2;
+  std::int64_t target_rows =
+      cpu.tiled_rows > 0 ? cpu.tiled_rows : (on_bf16_units(p, cpu) ? kBf16UnitBlockRows : kTiledBlockRows);
+  std::string why;
+  if (cpu.tiled_rows <= 0 && !on_bf16_units(p, cpu)) {
+    // The FMA kernels take kTiledMaxBlockRows rows where those tiles, with whole key tiles, fit
+    // the budget and still give each thread kTiledMinTasksPerThread tasks.
+    const std::int64_t rows = group * positions_for(kTiledMaxBlockRows);
+    const std::int64_t keys = std::min(block_k, std::max<std::int64_t>(p.kv_len, 1));
+    const std::int64_t tasks = p.batch * p.kv_heads * ceil_div(std::max<std::int64_t>(p.q_len, 1), rows / group);
+    const bool fits = footprint(rows, keys) <= budget;
+    const bool enough = tasks >= kTiledMinTasksPerThread * cpu.threads;
+    if (fits && enough) target_rows = kTiledMaxBlockRows;
+    why = format("rows: {} (at {} rows the tiles, with {}-key tiles, {} the L2 budget, and {} tasks {} {} per thread "
+                 "for {} threads)",
+                 fits && enough ? kTiledMaxBlockRows : kTiledBlockRows, rows, keys, fits ? "fit" : "exceed", tasks,
+                 enough ? "are at least" : "would be under", kTiledMinTasksPerThread, cpu.threads);
   }
+  std::int64_t block_q = positions_for(target_rows);
+  const auto rows = [&] { return group * block_q; };
+  while (block_k > kTiledMinBlockK && footprint(rows(), block_k) > budget) block_k /= 2;
   block_k = std::min(block_k, std::max<std::int64_t>(p.kv_len, 1));
   const auto tile_bytes = [&] { return float_bytes(rows(), key_lanes(block_k), "a score tile"); };
   min_cap = float_bytes(group, kKeyLanes, "a score tile");
@@ -94,7 +114,7 @@ std::optional<Fit> fit_tiled(const Problem& p, const CpuInfo& cpu, std::size_t& 
     }
     if (tile_bytes() > cap) return std::nullopt;
   }
-  return Fit{block_q, block_k, tile_bytes(), capped};
+  return Fit{block_q, block_k, tile_bytes(), capped, why};
 }
 
 std::optional<Fit> fit_vector(const Problem& p, std::int64_t rows, std::size_t& min_cap) {
@@ -211,6 +231,7 @@ void build_tiled(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& f
                                   rows * (p.head_dim + p.value_dim + 2) +
                                       r.block_k * (p.head_dim + p.value_dim + rows),
                                   kTiledL2Share, cpu.l2_bytes >> 10));
+  if (!fit.why.empty()) r.plan.reasons.push_back(fit.why);
   if (cpu.tiled_rows > 0) {
     r.plan.reasons.push_back(format("rows per tile from HEED_CPU_TILED_ROWS={} (tuning), not the planner's table",
                                     cpu.tiled_rows));

@@ -49,6 +49,19 @@ inline constexpr std::int64_t kComposedMaxKeys = 16;
 // 143 / 158, llama3-8b-prefill 705 / 822 vs 693 / 762; heed_route_sweep B 4, 8 heads, L 512,
 // D 128, tiled 23.7 / 27.6 vs 23.3 / 25.4: 256 rows, on the FMA kernels.
 inline constexpr std::int64_t kTiledBlockRows = 256;
+// The FMA kernels' rows where a worker's tiles at this many rows, with whole key tiles, still
+// fit the L2 budget below, and the tasks give every thread kTiledMinTasksPerThread or more:
+// each key tile's preparation (its transpose, widening 16-bit rows) then serves twice the rows.
+// In-process A/B (each call alternating 256 and 512 rows, `heed bench` with a probe patch),
+// 2026-12-01, 2 threads, fastest call / median of per-call ratios to 256 rows: this machine
+// (1 MiB L2) bert-base 135.9 against 139.8 ms, 0.963; bge-small 79.1 against 85.4, 0.927;
+// llama3-8b-prefill (D 128, whose tiles at 512 rows exceed 1 MiB) 688.6 against 679.8, 1.010.
+// Xeon of the H200 machine (2 MiB L2): bge-small 61.7 against 65.3-66.2 ms, 0.948 / 0.949;
+// bert-base 126.3-132.6 against 120.7-136.5, 0.994 / 0.975; at 16 threads bert-base 0.984 /
+// 0.976, bge-small 0.968 / 0.993; float32 Llama on the FMA kernels (not its route there) 535
+// against 568 ms causal, 1012 against 1036 non-causal.
+inline constexpr std::int64_t kTiledMaxBlockRows = 512;
+inline constexpr std::int64_t kTiledMinTasksPerThread = 4;
 // The bfloat16 matrix units' kernel (AMX tiles, AVX512-BF16 dot products): 256 rows. Xeon of
 // the H200 machine, 2 threads, `heed bench --reps 8` under HEED_CPU_TILED_ROWS, two rounds of
 // 128 / 256 rows (256 keys), ms (2026-12-01, session 10): llama3-8b-prefill-bf16 192.3 / 178.5

@@ -144,6 +144,10 @@ std::vector<CaseSpec> caps_layouts_dtypes() {
       Make("blocks_strided_f32", 1, 8, 2, 260, 200, 64, 64).layout(L::StridedLast).causal(),
       Make("blocks_bf16_d128_dv96", 1, 4, 1, 300, 257, 128, 96, bf16).causal(),
       Make("blocks_f32_sinks", 2, 8, 2, 257, 270).sinks(),
+      // 512 rows per tiled task on the FMA kernels where the tiles fit L2 and the tasks are at
+      // least 4 per thread (so on 2 threads, as in CI): a whole sequence; 128 positions of 4 heads.
+      Make("rows512_f32_d32", 4, 2, 2, 512, 512, 32, 32),
+      Make("rows512_f16_gqa_causal", 2, 8, 2, 300, 300, 64, 64, f16).causal(),
   };
 }
 
