@@ -154,6 +154,20 @@ def distinct_cores(count):
     return (first + rest)[:count]
 
 
+def print_ceilings(records):
+    """The ceilings heed's benchmark measured at the start of its run, where it reports them."""
+    if not records or "peak_gflops" not in records[0]:
+        return
+    amx = records[0].get("amx_peak_gflops")
+    dot = records[0].get("dot_bf16_peak_gflops")
+    amx_text = (f"bfloat16 dot-product peak {dot:.1f} GFLOP/s, " if dot else "") + \
+               (f"bfloat16 AMX peak {amx:.1f} GFLOP/s, " if amx else "")
+    print(f"# heed's ceilings in the same run: float32 FMA peak {records[0]['peak_gflops']:.1f} GFLOP/s, "
+          f"{amx_text}copy {records[0]['copy_gbytes_per_s']:.1f} GB/s, read "
+          f"{records[0].get('read_gbytes_per_s') or 0:.1f} GB/s ('of peak': of the bfloat16 peak "
+          f"of the unit a case runs on, else of the FMA peak or the copy bandwidth)")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--heed", help="path to the heed binary (runs `heed bench --json`)")
@@ -190,6 +204,7 @@ def main():
               f"{args.interleave} calls each, alternating call by call, {args.pause} s pause before each; "
               f"'paired': the median of the pairs' ratios "
               f"(PyTorch ms / heed ms); rates and 'of peak' from heed's fastest call")
+        print_ceilings(records)
         print_interleaved(torch, heed, records, args.interleave, args.pause)
         return 0
     rounds = 1 if args.records else max(args.rounds, 1)
@@ -240,15 +255,7 @@ def main():
     print(f"# {len(cores)} threads pinned to CPUs {cores}, PyTorch {torch.__version__}, median of {args.reps} "
           f"calls per round, best of {rounds} alternating round(s) per library; 'paired': the median of "
           f"the rounds' own ratios")
-    if records and "peak_gflops" in records[0]:
-        amx = records[0].get("amx_peak_gflops")
-        dot = records[0].get("dot_bf16_peak_gflops")
-        amx_text = (f"bfloat16 dot-product peak {dot:.1f} GFLOP/s, " if dot else "") + \
-                   (f"bfloat16 AMX peak {amx:.1f} GFLOP/s, " if amx else "")
-        print(f"# heed's ceilings in the same run: float32 FMA peak {records[0]['peak_gflops']:.1f} GFLOP/s, "
-              f"{amx_text}copy {records[0]['copy_gbytes_per_s']:.1f} GB/s, read "
-              f"{records[0].get('read_gbytes_per_s') or 0:.1f} GB/s ('of peak': of the bfloat16 peak "
-              f"of the unit a case runs on, else of the FMA peak or the copy bandwidth)")
+    print_ceilings(records)
     print(f"{'case':24s} {'heed ms':>10s} {'torch ms':>10s} {'torch/heed':>10s} {'paired':>7s} {'heed rate':>16s} "
           f"{'of peak':>8s} {'torch rate':>16s}  note")
     for record in records:
