@@ -178,6 +178,34 @@ const float* row_as_float(const void* base, DType dtype, std::int64_t offset, st
   return buffer;
 }
 
+// Requests the caller's K or V rows kVectorPrefetchBytes ahead of the row in use into L2, one
+// row per call: decode reads each row once, with too little arithmetic per byte for the core's
+// own window to keep enough misses in flight. Rows whose last dimension is strided are left
+// to the hardware.
+class RowPrefetch {
+ public:
+  RowPrefetch(const void* base, DType dtype, std::int64_t offset, const Strides& strides,
+              std::int64_t width, std::int64_t end_row) {
+    const auto bytes = static_cast<std::int64_t>(size_of(dtype));
+    if (strides[3] != 1) return;
+    base_ = static_cast<const char*>(base) + offset * bytes;
+    row_stride_ = strides[2] * bytes;
+    row_bytes_ = width * bytes;
+    ahead_ = std::max<std::int64_t>(1, plan::cpu::kVectorPrefetchBytes / std::max<std::int64_t>(row_bytes_, 1));
+    end_row_ = end_row;
+  }
+  // Row `row` (of the tensor's rows) is in use now.
+  void at(std::int64_t row) const {
+    if (base_ == nullptr || row + ahead_ >= end_row_) return;
+    const char* next = base_ + (row + ahead_) * row_stride_;
+    for (std::int64_t line = 0; line < row_bytes_; line += 64) __builtin_prefetch(next + line, 0, 1);
+  }
+
+ private:
+  const char* base_ = nullptr;
+  std::int64_t row_stride_ = 0, row_bytes_ = 0, ahead_ = 0, end_row_ = 0;
+};
+
 // Few rows (decode): each key row is read once, in place where it is float32, and scored
 // against every row; no transposed tile is built.
 template <typename RowOf>
@@ -186,6 +214,8 @@ void fold_key_rows(const AttentionParams& p, const Workspace& t, std::int64_t b,
   const std::int64_t ldk = round_up_lanes(count);
   const std::int64_t k_base = b * p.k_strides[0] + kv_head * p.k_strides[1];
   const std::int64_t v_base = b * p.v_strides[0] + kv_head * p.v_strides[1];
+  const RowPrefetch k_ahead(p.k, p.dtype, k_base, p.k_strides, p.head_dim, p.kv_len);
+  const RowPrefetch v_ahead(p.v, p.dtype, v_base, p.v_strides, p.value_dim, p.kv_len);
   // 16-bit rows with a contiguous last dimension are widened in registers, not copied.
   const auto each_row = [&](const void* base, std::int64_t offset, std::int64_t stride, std::int64_t width,
                             float* buffer, auto&& use) {
@@ -201,11 +231,13 @@ void fold_key_rows(const AttentionParams& p, const Workspace& t, std::int64_t b,
     microkernel::pair_order(t.q, rows, p.head_dim, t.k_row);
     const auto* k = static_cast<const microkernel::Bf16*>(p.k) + k_base + key * p.k_strides[2];
     for (std::int64_t j = 0; j < count; ++j) {
+      k_ahead.at(key + j);
       microkernel::dot_all_rows_pairs(t.k_row, rows, p.head_dim, k + j * p.k_strides[2], t.scores + j, ldk);
     }
   } else
 #endif
   for (std::int64_t j = 0; j < count; ++j) {
+    k_ahead.at(key + j);
     each_row(p.k, k_base + (key + j) * p.k_strides[2], p.k_strides[3], p.head_dim, t.k_row, [&](const auto* k) {
       microkernel::dot_all_rows(t.q, rows, p.head_dim, k, t.scores + j, ldk);
     });
@@ -220,6 +252,7 @@ void fold_key_rows(const AttentionParams& p, const Workspace& t, std::int64_t b,
     // through the per-key loop below: 1 thread, Llama decode 32k keys, 27 vs 31 ms.)
     const auto accumulate = [&](const auto* v) {
       for (std::int64_t j = 0; j < count; j += kKeyLanes) {
+        for (std::int64_t i = j; i < std::min(j + kKeyLanes, count); ++i) v_ahead.at(key + i);
         microkernel::accumulate_values(t.scores + j, ldk, rows, std::min(kKeyLanes, count - j),
                                        v + (key + j) * p.v_strides[2], p.v_strides[2], p.value_dim, t.accum);
       }
@@ -228,6 +261,7 @@ void fold_key_rows(const AttentionParams& p, const Workspace& t, std::int64_t b,
     return accumulate(static_cast<const microkernel::F16*>(p.v) + v_base);
   }
   for (std::int64_t j = 0; j < count; ++j) {
+    v_ahead.at(key + j);
     each_row(p.v, v_base + (key + j) * p.v_strides[2], p.v_strides[3], p.value_dim, t.v, [&](const auto* v) {
       microkernel::axpy_all_rows(t.scores + j, ldk, rows, v, p.value_dim, t.accum);
     });

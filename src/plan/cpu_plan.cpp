@@ -36,7 +36,7 @@ struct Fit {
   std::int64_t b = 0;  // block_k (tiled)
   std::size_t intermediate = 0;
   bool capped = false;  // the cap made the blocking smaller than the route's own choice
-  std::string why;      // how the tiled route chose its rows (FMA kernels)
+  std::string why{};    // how the tiled route chose its rows (FMA kernels)
 };
 
 // Largest blocking of each route whose score-sized intermediate fits the cap, or nullopt

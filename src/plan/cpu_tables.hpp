@@ -26,6 +26,18 @@ inline constexpr std::int64_t kVectorBlocksPerThread = 2;
 // builds with 64 and 256, three rounds, median ms: llama3-8b-decode 14.37 / 13.96 / 12.22 vs
 // 11.59 / 10.80 / 10.53; its bf16 variant 8.99 / 9.21 / 8.45 vs 8.94 / 8.37 / 8.31.
 inline constexpr std::int64_t kVectorKeyChunk = 256;
+// How far ahead of the key or value row in use the vector kernel requests the caller's rows
+// into L2 (prefetcht2), in bytes. In-process A/B (each call alternating the variants, 12 calls
+// each), 2026-12-01, this machine, median of per-call ratios to no prefetch at 1 / 2 threads.
+// float32 rows (512 bytes) 4, 8, 16, 32 KiB ahead: llama3-8b-decode 0.925 / 0.905 / 0.902 /
+// 0.900 and 0.947 / 0.929 / 0.929 / 0.946, -128k 0.925 / 0.891 / 0.883 / 0.878 and 0.959 /
+// 0.915 / 0.919 / 0.924. 16-bit rows (256 bytes) 2, 4, 8, 16 KiB ahead: -bf16 1.160 / 0.897 /
+// 0.909 / 0.926 and 1.133 / 0.866 / 0.860 / 0.898, -f16 1.067 / 0.841 / 0.842 / 0.848 and 1.029
+// / 0.840 / 0.816 / 0.864. Requests into L1 (prefetcht0) measured 0.95-0.99 for float32 at 4
+// KiB, slower from 8 KiB, and 1.10-1.31 for bfloat16. Xeon of the H200 machine, 10-12 calls
+// each, no prefetch against 8 KiB ahead, 2 / 16 threads: llama3-8b-decode 1.543 / 1.370, -bf16
+// 1.339 / 0.964, -f16 1.368 / 0.998, -128k 1.501 / 1.299; 4 and 16 KiB within 0.97-1.06 of 8.
+inline constexpr std::int64_t kVectorPrefetchBytes = 8192;
 
 // Keys per score block of the fused micro-kernels (one AVX-512 register of float32).
 inline constexpr std::int64_t kKeyLanes = 16;
