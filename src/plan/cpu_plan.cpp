@@ -90,8 +90,8 @@ std::optional<Fit> fit_tiled(const Problem& p, const CpuInfo& cpu, std::size_t& 
     const bool fits = footprint(rows, keys) <= budget;
     const bool enough = tasks >= kTiledMinTasksPerThread * cpu.threads;
     if (fits && enough) target_rows = kTiledMaxBlockRows;
-    why = format("rows: {} (at {} rows the tiles, with {}-key tiles, {} the L2 budget, and {} tasks {} {} per thread "
-                 "for {} threads)",
+    why = format("rows per tile up to {} (at {} rows the tiles, with {}-key tiles, {} the L2 budget, and {} tasks {} "
+                 "{} per thread for {} threads)",
                  fits && enough ? kTiledMaxBlockRows : kTiledBlockRows, rows, keys, fits ? "fit" : "exceed", tasks,
                  enough ? "are at least" : "would be under", kTiledMinTasksPerThread, cpu.threads);
   }
