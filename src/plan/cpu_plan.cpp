@@ -63,20 +63,21 @@ bool on_bf16_units(const Problem& p, const CpuInfo& cpu) {
   return p.dtype == DType::BFloat16 || cpu.isa == CpuIsa::Amx;
 }
 
+// A tiled worker's tiles in floats: q rows, accumulators and row stats, then the K and V tiles
+// and the scores. In double: it only steers the tile size, and huge head sizes must not overflow.
+double tile_floats(const Problem& p, std::int64_t rows, std::int64_t keys) {
+  const double row_floats = static_cast<double>(p.head_dim) + static_cast<double>(p.value_dim);
+  return static_cast<double>(rows) * (row_floats + 2) + static_cast<double>(keys) * (row_floats + static_cast<double>(rows));
+}
+
 // Tiled tiles hold block_q query positions of every head of a group (group × block_q rows).
 std::optional<Fit> fit_tiled(const Problem& p, const CpuInfo& cpu, std::size_t& min_cap) {
   const std::int64_t group = std::max<std::int64_t>(p.group(), 1);
   const auto positions_for = [&](std::int64_t rows) {
     return std::clamp<std::int64_t>(rows / group, 1, std::max<std::int64_t>(p.q_len, 1));
   };
-  // A worker's tiles in bytes: q rows, accumulators and row stats, then the K and V tiles and
-  // the scores. In double: the budget only steers the tile size, and huge head sizes must not
-  // overflow.
   const double budget = static_cast<double>(cpu.l2_bytes) / kTiledL2Share;
-  const double row_floats = static_cast<double>(p.head_dim) + static_cast<double>(p.value_dim);
-  const auto footprint = [&](std::int64_t rows, std::int64_t keys) {
-    return (static_cast<double>(rows) * (row_floats + 2) + static_cast<double>(keys) * (row_floats + static_cast<double>(rows))) * kFloat;
-  };
+  const auto footprint = [&](std::int64_t rows, std::int64_t keys) { return tile_floats(p, rows, keys) * kFloat; };
   std::int64_t block_k = cpu.tiled_keys > 0 ? std::max(cpu.tiled_keys, kTiledMinBlockK) : kTiledMaxBlockK;
   std::int64_t target_rows =
       cpu.tiled_rows > 0 ? cpu.tiled_rows : (on_bf16_units(p, cpu) ? kBf16UnitBlockRows : kTiledBlockRows);
@@ -84,9 +85,9 @@ std::optional<Fit> fit_tiled(const Problem& p, const CpuInfo& cpu, std::size_t& 
   if (cpu.tiled_rows <= 0 && !on_bf16_units(p, cpu)) {
     // The FMA kernels take kTiledMaxBlockRows rows where those tiles, with whole key tiles, fit
     // the budget and still give each thread kTiledMinTasksPerThread tasks.
-    const std::int64_t rows = group * positions_for(kTiledMaxBlockRows);
+    const std::int64_t positions = positions_for(kTiledMaxBlockRows), rows = group * positions;
     const std::int64_t keys = std::min(block_k, std::max<std::int64_t>(p.kv_len, 1));
-    const std::int64_t tasks = p.batch * p.kv_heads * ceil_div(std::max<std::int64_t>(p.q_len, 1), rows / group);
+    const std::int64_t tasks = p.batch * p.kv_heads * ceil_div(std::max<std::int64_t>(p.q_len, 1), positions);
     const bool fits = footprint(rows, keys) <= budget;
     const bool enough = tasks >= kTiledMinTasksPerThread * cpu.threads;
     if (fits && enough) target_rows = kTiledMaxBlockRows;
@@ -228,8 +229,7 @@ void build_tiled(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& f
   r.plan.reasons.push_back(format("tiles: {} query positions x {} heads of a key head = {} rows, x {} keys; "
                                   "{} floats of tiles per worker within 1/{} of the {} KiB L2",
                                   r.block_q, p.group(), rows, r.block_k,
-                                  rows * (p.head_dim + p.value_dim + 2) +
-                                      r.block_k * (p.head_dim + p.value_dim + rows),
+                                  static_cast<std::int64_t>(tile_floats(p, rows, r.block_k)),
                                   kTiledL2Share, cpu.l2_bytes >> 10));
   if (!fit.why.empty()) r.plan.reasons.push_back(fit.why);
   if (cpu.tiled_rows > 0) {
