@@ -1,14 +1,14 @@
 #pragma once
-// The CUDA routing thresholds and kernel shapes, in one table. Each entry states the
-// reasoning or measurement behind it; re-measure with scripts/gpu-check on the H200.
+// The CUDA routing thresholds and kernel shapes, in one table. Each entry gives its reason and
+// the heed_cuda_bench case that measures it (scripts/gpu-check); the figures are in
+// docs/decisions.md.
 
 #include <cstdint>
 
 namespace heed::plan::cuda {
 
 // Vector route when one key head serves at most this many query rows (group × Lq): decode,
-// bound by reading K and V once. Above it the composed route (cuBLAS) serves until the tiled
-// kernel exists. Mirrors the CPU threshold; not yet swept on the GPU.
+// bound by reading K and V once; above it the tiled route. The CPU's threshold, not swept here.
 inline constexpr std::int64_t kVectorMaxRows = 16;
 // Threads per vector block: 4 warps. Each warp holds 32 / lanes_per_key key groups; each key
 // group copies vector_keys_per_step(chunks_per_lane) keys per step (K and V rows, 16 bytes per
@@ -24,23 +24,16 @@ inline constexpr int kVectorLoadBytes = 16;
 // Largest head size the vector kernel holds in registers (chunks_per_lane <= 512 / 32 / E).
 inline constexpr std::int64_t kVectorMaxHeadDim = 512;
 // Floats of q (and of the output accumulator) per lane: row_tile × chunks_per_lane × E <= 64,
-// meant to keep both in registers. Not quite met: nvcc 13 -Xptxas -v (2026-11-30, sm_80 and
-// sm_90a) shows about a third of this kernel's instantiations spilling 24 to 284 bytes (the
-// most: 16-bit rows, 2 chunks and 1 row per lane; float32 at D 512 about 220). This kernel now
-// serves float32 and groups under kVectorMmaMinRows; the spills are not yet removed.
+// meant to keep both in registers; about a third of the instantiations still spill 24-284 bytes
+// (-Xptxas -v). Cases: the decode_* cases under HEED_CUDA_VECTOR=fma.
 inline constexpr int kVectorRegisterFloats = 64;
 inline constexpr int kVectorMaxRowTile = 8;
 
-// The tensor-core vector kernel (float16 / bfloat16; float32 keeps the CUDA-core kernel above).
-// With a group of g query rows per key, each K and V element feeds g FMAs for q·k and g for p·v
-// plus its conversion: at 4.8 TB/s, g = 8 needs ~77 TFLOP/s of FP32 FMA, more than an H200's
-// CUDA cores give. mma.sync m16n8k16 (float32 accumulate) does both products with keys (and
-// value columns) as M and the query rows as N, so a group of up to 8 rows fills one n-tile and
-// the tensor cores run at a few percent of their peak.
-//
-// 4 warps per block; each warp streams its own 16-key tiles (tile t of the block goes to warp
-// t % 4), K and V of a tile as two ring items. A lane copies (cp.async, 16 bytes) exactly the
-// chunks its own MMA fragments need, so the ring needs no barrier (see cuda/vector_mma.cuh).
+// The tensor-core vector kernel (float16 / bfloat16; float32 keeps the CUDA-core kernel above):
+// mma.sync m16n8k16 with keys as M and the group's rows as N, since a group of 8 rows at 4.8 TB/s
+// needs more FP32 FMA than the CUDA cores give. 4 warps, each streaming its own 16-key tiles as K
+// and V ring items, each lane copying exactly the chunks its fragments need (cuda/vector_mma.cuh).
+// Cases: decode_b1_16x2_d256_131k, decode_b1_32x8_d128_32k.
 inline constexpr int kVectorMmaThreads = 128;
 inline constexpr int kVectorMmaKeysPerTile = 16;
 // Head-size classes, each one compiled kernel per dtype: D and Dv padded to the class's largest
@@ -82,25 +75,18 @@ inline constexpr std::int64_t kVectorMmaStaticSharedBytes = 2048;
 // Partitions of the tensor-core kernel: the count P that minimises
 //   waves(P) × (keys per partition + overhead) + (P > 1 ? overhead : 0),
 // waves(P) = ceil(groups × P / (SMs × blocks per SM)), with overhead = the keys one block streams
-// in ~2 µs (kVectorBlockOverheadBytes / key bytes): a block's start and end, and the merge
-// launch. So a long decode of few groups fills exactly one wave (B 1, 8 key heads, 32k keys:
-// 33 partitions of 993 keys on 264 block slots) and many groups take none (B 64 × 8 key heads
-// over 264 slots: 2 waves without a merge). Candidates: 1 and the P that fill 1-8 waves.
+// in ~2 µs (a block's start and end, and the merge launch); candidates 1 and the P that fill 1-8
+// waves. Cases: decode_b1_32x8_d128_32k (one wave), decode_b64_32x8_d128_4k (no partitions).
 inline constexpr std::int64_t kVectorBlockOverheadBytes = 32 << 10;
 inline constexpr int kVectorMaxWaves = 8;
 // No partition shorter than one step of the block (its warps × 16 keys): a shorter one idles
 // warps and only adds partials to merge.
 
 // The TMA vector kernel (cuda/vector_tma.cuh): the tensor-core kernel's products and tiles, its
-// K and V items copied by TMA (cp.async.bulk.tensor, lane 0 of each warp) into the per-warp
-// ring, completing on one mbarrier per slot. Served on a 9.0 device (a build with sm_90a code)
-// for float16 / bfloat16 where D = Dv is a class below, rows are 16-byte chunks and k's and v's
-// strides are positive (what a tensor map describes), at every group size: scripts/gpu-check on
-// the H200, 2026-11-30 (commit b94ab62), bfloat16, the same run's A/B lines, back to back, with
-// the merge launch: B 16 × 8k (4 rows) 3.72 TB/s against 3.33 for the earlier choice (CUDA
-// cores) and 2.77 for the cp.async tensor-core kernel; B 64 × 4k 3.99 against 3.77 and 3.04;
-// B 1 × 32k 3.03 against 2.32 (cp.async tensor cores); 16/2 heads D 256 × 131k 3.34 against
-// 2.52. Copy bandwidth 4.22 TB/s in that run.
+// K and V items copied by TMA (lane 0 of each warp) into the per-warp ring, where per-lane
+// cp.async stalled near 3 TB/s. Served on a 9.0 device (sm_90a code) for float16 / bfloat16 where
+// D = Dv is a class below, rows are 16-byte chunks and k's and v's strides are positive (what a
+// tensor map describes). Cases: the four decode_* cases.
 inline constexpr int kVectorTmaHeadClasses[] = {64, 128, 256};
 // A box of a K or V item: 64 columns (one 128-byte swizzle row) × 16 keys.
 inline constexpr int kVectorTmaBoxColumns = 64;
@@ -109,33 +95,17 @@ inline constexpr std::int64_t kVectorTmaAlignBytes = 1024;
 // Static shared memory of the kernel (one mbarrier per ring slot of each warp, its rows' bounds,
 // the warps' max and sum), an upper bound the kernel asserts.
 inline constexpr std::int64_t kVectorTmaStaticSharedBytes = 2048;
-// Wide blocks: 16 warps, one block per SM, where (batch x key head x row tile) groups about
-// fill the SMs, so that a block streams a whole group's keys with the SM's 16 warps and no
-// partition needs merging (the 4-warp plan would split each group across 4 blocks and merge
-// them in a second launch). Served at head classes 64 and 128 with one n-tile of rows (at most
-// 8 query rows per block): 75 / 106 registers (as above) x 512 threads fit the SM's 65536; the
-// 16 warps' three-item rings take 192 KiB at class 128. Static shared memory grows with the
-// warps' mbarriers, maxima and sums. scripts/gpu-check on the H200, 2026-11-30 (commit
-// be37da5), bfloat16, 32/8 heads, D 128, the same run's A/B lines, back to back: B 16 x 8k
-// (128 groups) 3.95 TB/s wide (1 partition) against 3.77 for the 4-warp plan (4 partitions, 4
-// blocks per SM, merged by a second launch) and 3.54-3.73 at 1-3 blocks per SM; where the
-// 4-warp plan needs no partitions or many, wide blocks measured level: B 64 x 4k (512 groups)
-// 4.03 against 4.06, B 1 x 32k (8 groups, 16 wide partitions against 64) 3.04 against 3.07.
-// Copy bandwidth 4.21 TB/s in that run. From SMs / 2 groups up: wide blocks on half the SMs are
-// as many streaming warps as 8 per SM on all of them, which measured within 2% of 16 per SM
-// (B 64 x 4k: 3.98 against 4.06 TB/s, blocks_2 against planned, same run).
+// Wide blocks: 16 warps, one block per SM, where (batch x key head x row tile) groups about fill
+// the SMs (from SMs / 2), so a block streams a whole group's keys and no partition needs merging.
+// Served at head classes 64 and 128 with at most 8 rows per block (512 threads' registers fit the
+// SM); static shared memory grows with the warps' mbarriers, maxima and sums.
+// Case: decode_b16_32x8_d128_8k.
 inline constexpr int kVectorTmaWideWarps = 16;
 inline constexpr std::int64_t kVectorTmaWideStaticSharedBytes = 6144;
 constexpr bool vector_tma_wide_serves(int head_class, int row_tile) { return head_class <= 128 && row_tile <= 8; }
 // Blocks per SM the ring is sized for (as many ring items as fit, up to 12): 4 at head class
-// 128, 2 at 64 and 256 (then no more than the registers allow). At b94ab62 the lines at 1, 3
-// and 4 blocks stayed within a few percent on the many-group cases (B 16 × 8k 3.71 / 3.67 /
-// 3.73 against 3.67 at 2; B 64 × 4k 3.64 / 3.86 / 4.09 against 3.99, where 4 blocks fill one
-// wave of 512), but merged their partitions in the kernel (the fused merge below). At 6b3be1e,
-// with the merge launch, back to back, 1 / 3 / 4 blocks against 2: B 16 × 8k 3.69 / 3.75 /
-// 3.79 against 3.69; B 64 × 4k 3.64 / 3.80 / 4.08 against 3.99; B 1 × 32k 2.84 / 3.06 / 3.05
-// against 3.03; 16/2 heads D 256 × 131k 3.32 / 3.10 / - against 3.34. Class 64 has no
-// measured case and keeps 2. Half the ring at 2 blocks: within 2.5% everywhere.
+// 128, 2 at 64 (not measured) and 256 (then no more than the registers allow). Cases:
+// decode_b16_32x8_d128_8k, decode_b64_32x8_d128_4k, decode_b1_16x2_d256_131k.
 constexpr int vector_tma_blocks_per_sm(int head_class) { return head_class == 128 ? 4 : 2; }
 // Blocks per SM that the kernel's registers allow, by head class and row tile (8 or 16 rows):
 // nvcc 13.0 -Xptxas -v, sm_90a, bfloat16, without spills: 75 / 108 registers at class 64,
@@ -146,41 +116,29 @@ constexpr int vector_tma_register_blocks(int head_class, int row_tile) {
   if (head_class <= 128) return row_tile <= 8 ? 4 : 3;
   return row_tile <= 8 ? 4 : 2;
 }
-// Partitions of its 4-warp blocks fill at most 2 blocks per SM, though the ring is sized for 4
-// (so that many groups run in one wave): 8 streaming warps per SM about saturate the memory,
-// and each further partition adds a block's start and end and a partial to merge. scripts/
-// gpu-check on the H200, 2026-11-30 (commits 0a7d270, be37da5, a8c62af), B 1 x 32k (8 groups),
-// 32 partitions against 64, back to back in the same run: 3.11 / 3.13 / 3.12 TB/s against 3.00
-// / 3.07 / 3.07.
+// Partitions of its 4-warp blocks fill at most 2 blocks per SM, though the ring is sized for 4:
+// 8 streaming warps per SM about saturate the memory, and each further partition adds a block's
+// start and end and a partial to merge. Case: decode_b1_32x8_d128_32k.
 inline constexpr int kVectorTmaPartitionBlocksPerSm = 2;
-// Its partials are merged by the merge launch (programmatically dependent). A merge in the
-// kernel itself (the last block of a group to finish, counted by atomics in scratch zeroed
-// before the launch, merging the group's partitions) measured 2.37 TB/s at B 1 × 32k (33
-// partitions) and 0.98 at D 256 × 131k (131) against 3.03 and 3.34 with the launch, in the
-// same run: each thread of that block walked the partitions one L2 round trip after another.
+// Its partials are merged by the merge launch (programmatically dependent): a merge by each
+// group's last block walked the partitions one L2 round trip after another and measured slower.
+// Cases: decode_b1_32x8_d128_32k, decode_b1_16x2_d256_131k.
 
 // Tensor cores from this many query rows per key head (group × Lq) up; below it the CUDA-core
-// kernel. scripts/gpu-check on the H200, 2026-11-30 (commit 2f86d6d), bfloat16, D 128, the
-// same run's A/B variants, back to back: 4 rows (32/8 heads) B 16 × 8k 3.34 TB/s on CUDA cores
-// against 2.65 on tensor cores, B 64 × 4k 3.67 against 2.98, B 1 × 32k 2.15 against 2.24;
-// 8 rows (16/2 heads, D 256, 131k keys) 1.66 against 2.41. Between 4 and 8 not measured.
+// kernel, faster with 4 rows over many groups (between 4 and 8 not measured). Cases:
+// decode_b16_32x8_d128_8k, decode_b64_32x8_d128_4k (4 rows), decode_b1_16x2_d256_131k (8).
 inline constexpr std::int64_t kVectorMmaMinRows = 8;
 // Also from kVectorMmaFewGroupRows rows when the (batch × key head) groups are few (groups ×
-// kVectorMmaFewGroupsFactor <= SMs): a long key split over few groups. Measured at commit
-// 4915d56 (gpu-check, same run's A/B, back to back, 4 rows, D 128): B 1 × 8 key heads × 32k
-// keys 2.32 TB/s on tensor cores (33 partitions of the wave model) against 2.16 on CUDA cores;
-// B 16 × 8 heads (128 groups) 2.73 against 3.26 and B 64 × 8 3.02 against 3.69 on CUDA cores.
+// kVectorMmaFewGroupsFactor <= SMs): a long key range split over few groups. Cases:
+// decode_b1_32x8_d128_32k; decode_b16_32x8_d128_8k and decode_b64_32x8_d128_4k stay on CUDA cores.
 inline constexpr std::int64_t kVectorMmaFewGroupRows = 4;
 // 8: between 8 and 128 groups nothing is measured, so the switch stays near the measured point.
 inline constexpr std::int64_t kVectorMmaFewGroupsFactor = 8;
 
 // Key partitions of the CUDA-core kernel: about kVectorBlocksPerSm blocks per SM (3 resident at
-// 128 threads by registers, so about 1.3 waves), but no partition under
-// kVectorMinKeysPerPartition keys, where the merge's rows × (Dv + 2) floats per partition would
-// cost more than a few percent of the reads. 4, not the first 8: three H200 runs' A/B variants
-// (half the partitions, back to back, 4 rows, D 128) measured B 16 × 8k 1.01x, 1.03x, 1.07x and
-// B 64 × 4k 1.01x, 1.03x, 1.01x faster with half of 8's partitions (B 1 × 32k, 0.94x, now runs
-// on tensor cores).
+// 128 threads by registers), but no partition under kVectorMinKeysPerPartition keys, where the
+// merge's rows × (Dv + 2) floats per partition would cost more than a few percent of the reads.
+// Cases: decode_b16_32x8_d128_8k, decode_b64_32x8_d128_4k.
 inline constexpr std::int64_t kVectorBlocksPerSm = 4;
 inline constexpr std::int64_t kVectorMinKeysPerPartition = 256;
 
@@ -195,14 +153,12 @@ inline constexpr int kRowThreads = 256;
 
 namespace heed::plan::cuda {
 
-// Tiled (prefill) route, FlashAttention-2 style on mma.sync (sm_80 and up; on sm_90 the route
-// for what kHopperConfigs below does not serve, and for everything under HEED_CUDA_TILED=mma). One kernel per (D, Dv) pair below and dtype (float16,
-// bfloat16): each warp holds 16 query rows (its Q fragments in registers where they fit, else
-// read from shared memory per key tile), a block `warps` × 16 rows, and K/V tiles of `block_n`
-// keys stream through a `stages`-deep cp.async ring in shared memory; `value_parts` blocks split
-// Dv (D 512). Every other (D, Dv) and float32 stay on the composed route. Not yet measured on a GPU: the shapes follow
-// FlashAttention-2's sm_80 choices (128-row blocks, 64-key tiles from D 128 up), re-measure
-// with heed_cuda_bench (scripts/gpu-check) before tuning.
+// Tiled (prefill) route, FlashAttention-2 style on mma.sync (sm_80 and up; on sm_90 for what
+// kHopperConfigs below does not serve, and under HEED_CUDA_TILED=mma). One kernel per (D, Dv)
+// entry and dtype: each warp holds 16 query rows, a block `warps` × 16, and K/V tiles of `block_n`
+// keys stream through a `stages`-deep cp.async ring; `value_parts` blocks split Dv (D 512). The
+// shapes are FlashAttention-2's sm_80 choices, not tuned here. Cases: the prefill_* cases'
+// mma lines (HEED_CUDA_TILED=mma).
 struct TiledConfig {
   std::int64_t head_dim = 0, value_dim = 0;  // value_dim: the output columns of one block
   int warps = 4;                // 16 query rows each: block_m = 16 × warps
@@ -213,13 +169,9 @@ struct TiledConfig {
   int value_parts = 1;          // blocks per row block, each value_dim columns of Dv (S recomputed)
 };
 
-// One 8-warp block per SM everywhere (256 threads, up to 255 registers each): ptxas then uses
-// 198 to 254 registers without spilling (nvcc 13 -Xptxas -v, sm_80 and sm_90a; the per-kernel
-// figures are in docs/design.md §8). Two blocks per SM would need 128 registers: D 64 spills
-// 300 bytes there (the mask's loads), so it is not taken. Q stays in registers up to D 128 (D/4
-// registers); D 192 and 256 read it from shared memory, which keeps them spill-free on sm_80.
-// D 256 takes 32-key tiles so that Q (64 KiB) and two stages of K and V (64 KiB) fit an A100's
-// 163 KiB; every entry fits it (the largest, D 192, takes 144 KiB).
+// One 8-warp block per SM everywhere (256 threads, up to 255 registers each, no spills): two
+// blocks would need 128 registers, where D 64 spills. Q stays in registers up to D 128; D 256
+// takes 32-key tiles so that every entry fits an A100's 163 KiB (ptxas figures: docs/decisions.md).
 inline constexpr TiledConfig kTiledConfigs[] = {
     {32, 32, 8, 64, 2, true, 1},  // embedding models (MiniLM, bge-small): 4 chunks, padded to 5
     {64, 64, 8, 64, 2, true, 1},
@@ -286,13 +238,8 @@ constexpr std::int64_t tiled_shared_bytes(const TiledConfig& c) {
 // these entries, no array mask; the rest keeps the mma.sync kernel. Shapes from the register
 // budget (setmaxnreg: O (Dv / 2), S (block_n / 2) and P (block_n / 4) registers per consumer
 // thread) and shared memory (Q, then `stages` × block_n × (D + Dv) × 2 bytes, at most 227 KiB
-// per block). Measured on the H200 (2026-11-30, bfloat16, TFLOP/s, the
-// benchmark's A/B lines of one run): B 2 × 16 heads × 8k, D 128: 176-key tiles 683 against 577
-// with 128; B 2 × 32 heads × 8k, D 64: 192-key tiles 500 against 460 (128, one consumer) and 428
-// (128, two); B 32 × 12 heads × 512, D 64: one consumer and two blocks per SM 248 against 229
-// (two consumers) and 198 (192-key tiles: 512 keys are 3 tiles of 192 with 64 wasted); causal
-// D 128: 128-key tiles within 2% of 176. Ping-pong: 16k causal D 128 591 against 564 without,
-// B 2 × 16 × 8k D 128 683 against 649, B 2 × 32 × 8k D 64 500 against 480, elsewhere within 1%.
+// per block). Cases: prefill_b2_16x16_d128_8k (176-key tiles), prefill_b2_32x32_d64_8k (192),
+// prefill_b32_12x12_d64_512 (one consumer), prefill_b1_32x8_d128_16k_causal (ping-pong).
 enum class HopperMasking { Any, Causal, Full };  // the calls an entry serves: all, causal, not causal
 struct HopperConfig {
   std::int64_t head_dim = 0, value_dim = 0;
@@ -312,19 +259,17 @@ struct HopperConfig {
 // amortise each tile's softmax bookkeeping; under causal masking and for short key ranges
 // shorter ones waste less on the diagonal and the last tile.
 inline constexpr HopperConfig kHopperConfigs[] = {
-    // 16 + 2 × 48 KiB; S 96, P 48, O 32 registers. Three stages measured slower (B 2 × 32
-    // heads × 8k: 482-486 against 498-501 TFLOP/s, alternating builds in one call, 2026-11-30,
-    // session 6).
+    // 16 + 2 × 48 KiB; S 96, P 48, O 32 registers; three stages measured slower.
+    // Case: prefill_b2_32x32_d64_8k.
     {64, 64, 192, 2, true, HopperMasking::Full, 2048, 2},
     // Key ranges from 513 to 2047: one consumer warpgroup, two blocks per SM, so that one
     // block's start (Q, the first tiles) and end (the output) overlap the other's products.
     // 8 + 3 × 32 KiB per block; registers 32 / 224 of the block's 256 × 128.
     {64, 64, 128, 3, false, HopperMasking::Full, 513, 1},
     // BERT's 512 keys and fewer: one consumer, 64-key tiles, three blocks per SM, so that more
-    // blocks' starts and ends overlap the others' products. 8 + 2 × 16 KiB per block; registers
-    // 24 / 136 of the block's 256 × 80; S 32, O 32, P 16. B 32 × 12 heads × 512: 267 against
-    // 249 TFLOP/s (the entry above), B 8: 218 against 203; at B 2 × 32 heads × 8k it runs 396
-    // against 498 (2026-11-30, session 7, the benchmark's A/B lines of one call).
+    // blocks' starts and ends overlap the others' products (slower at 8k keys, hence the bound).
+    // 8 + 2 × 16 KiB per block; registers 24 / 136 of the block's 256 × 80; S 32, O 32, P 16.
+    // Cases: prefill_b32_12x12_d64_512, prefill_b8_12x12_d64_512.
     {64, 64, 64, 2, false, HopperMasking::Full, 0, 1, 3},
     // 16 + 3 × 32 KiB; S 64, O 32 registers: room for a third tile in flight.
     {64, 64, 128, 3, true, HopperMasking::Any, 0, 2},
@@ -336,8 +281,7 @@ inline constexpr HopperConfig kHopperConfigs[] = {
     {256, 256, 64, 2, true, HopperMasking::Any, 0, 2},
     // D 512, the depth split: 64 rows, Q 64 KiB + 2 × (K 32 + V 32) KiB + 32 KiB for the
     // partial S (two buffers per consumer); O 128 (256 columns), S 16, P 8 registers per thread.
-    // Session 7 first ran D 512 as two value parts of 256 columns in separate blocks, each
-    // computing S again (4k causal: 237-253 against 131 TFLOP/s on the mma.sync value split).
+    // Case: prefill_b1_8x8_d512_4k_causal.
     {512, 512, 32, 2, false, HopperMasking::Any, 0, 2, 0, true},
 };
 inline constexpr int kHopperConfigCount = static_cast<int>(sizeof(kHopperConfigs) / sizeof(kHopperConfigs[0]));
