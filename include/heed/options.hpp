@@ -13,6 +13,10 @@ namespace heed {
 // route (as PyTorch's sdpa_kernel does) and fail with the reason where it cannot serve.
 enum class RouteChoice { Auto, Vector, Tiled, Composed };
 
+// A caller's workspace starts at a multiple of this many bytes (malloc's and cudaMalloc's
+// alignment suffices).
+inline constexpr std::size_t kWorkspaceAlignment = 16;
+
 struct AttentionOptions {
   // Bottom-right aligned: query i sees key j iff j <= i + (Lk - Lq).
   bool causal = false;
@@ -25,10 +29,14 @@ struct AttentionOptions {
   // One logit per query head, shape [Hq], floating; adds exp(sink) to the softmax
   // denominator, unscaled, and no value row.
   std::optional<TensorView> sinks;
+  // Logit softcap c > 0 (Gemma 2: 50, Grok: 30): the scaled score s becomes c · tanh(s / c),
+  // before the mask is added.
+  std::optional<float> softcap;
   // No intermediate of score size may exceed this many bytes (must be > 0).
   std::optional<std::int64_t> max_score_bytes;
   RouteChoice route = RouteChoice::Auto;
-  // Caller-owned scratch of at least the plan's scratch_bytes; heed then allocates nothing.
+  // Caller-owned scratch of at least the plan's scratch_bytes, aligned to kWorkspaceAlignment;
+  // heed then allocates nothing.
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
 };

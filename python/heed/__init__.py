@@ -215,6 +215,7 @@ def attention(
     mask: Optional[SupportsDLPack] = None,
     window: Optional[int] = None,
     sinks: Optional[SupportsDLPack] = None,
+    softcap: Optional[float] = None,
     max_score_bytes: Optional[int] = None,
     out: Optional[SupportsDLPack] = None,
 ) -> ArrayT:
@@ -225,7 +226,8 @@ def attention(
     j <= i + (Lk - Lq). mask: bool (True attends) or additive float, broadcastable to
     [B, Hq, Lq, Lk] (rank 2 or 4). window: causal sliding window, also j > i + (Lk - Lq) - window.
     sinks: [Hq] logits added to each softmax denominator as exp(sink), unscaled.
-    max_score_bytes: no score-sized intermediate above this many bytes. A row that sees no key
+    softcap: c > 0 turns each scaled score s into c * tanh(s / c) before the mask is added
+    (Gemma 2: 50). max_score_bytes: no score-sized intermediate above this many bytes. A row that sees no key
     is zeros. Returns a new array of q's library on q's device, or `out` filled in place.
     On CUDA heed runs on the caller's current stream. Errors: ValueError (invalid input),
     TypeError (not an array), MemoryError, NotImplementedError (unsupported device or dtype).
@@ -237,7 +239,7 @@ def attention(
     if out is None:
         shape = _out_shape(q, v)
         if shape is None:  # heed names the wrong rank
-            _heed.plan_views(q_in, k_in, v_in, mask_in, sinks_in, causal, window, max_score_bytes, call.bf16)
+            _heed.plan_views(q_in, k_in, v_in, mask_in, sinks_in, causal, window, softcap, max_score_bytes, call.bf16)
             raise ValueError("[heed.attention] q and v must have rank 4")
         result, target = _empty(q, shape)
         if isinstance(result, _JaxResult):
@@ -247,7 +249,7 @@ def attention(
             raise ValueError("[heed.attention] out cannot be a JAX array: JAX arrays are immutable")
         result = target = out
     target_in = call.prepare(target, "out")
-    _heed.attention_into(q_in, k_in, v_in, target_in, mask_in, sinks_in, scale, causal, window,
+    _heed.attention_into(q_in, k_in, v_in, target_in, mask_in, sinks_in, scale, causal, window, softcap,
                          max_score_bytes, call.stream, call.bf16)
     return jax_result.finish() if jax_result is not None else result
 
@@ -284,6 +286,7 @@ def plan(
     mask: Optional[SupportsDLPack] = None,
     window: Optional[int] = None,
     sinks: Optional[SupportsDLPack] = None,
+    softcap: Optional[float] = None,
     max_score_bytes: Optional[int] = None,
     dtype: Any = None,
     device: DeviceLike = None,
@@ -303,11 +306,11 @@ def plan(
                 raise TypeError(f"[heed.plan] {name} shape must hold integers, got {shape!r}")
         return _heed.plan_shapes([int(d) for d in q], [int(d) for d in k], [int(d) for d in v],
                                  _dtype_name(dtype if dtype is not None else "float32"), _device_name(device, "default"),
-                                 mask_in, sinks_in, causal, window, max_score_bytes, call.bf16)
+                                 mask_in, sinks_in, causal, window, softcap, max_score_bytes, call.bf16)
     if dtype is not None or device is not None:
         raise ValueError("[heed.plan] dtype and device are read from the arrays; pass them only with shapes")
     q_in, k_in, v_in = call.prepare(q, "q"), call.prepare(k, "k"), call.prepare(v, "v")
-    return _heed.plan_views(q_in, k_in, v_in, mask_in, sinks_in, causal, window, max_score_bytes, call.bf16)
+    return _heed.plan_views(q_in, k_in, v_in, mask_in, sinks_in, causal, window, softcap, max_score_bytes, call.bf16)
 
 
 def memory_stats(device: DeviceLike = None) -> MemoryStats:

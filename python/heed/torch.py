@@ -13,7 +13,8 @@ How it differs from torch.nn.functional.scaled_dot_product_attention (SDPA):
 - `causal` and `mask` may be combined (a key must pass both); SDPA rejects the pair.
 - A query row that sees no key is zeros, on every route and dtype, with or without sinks:
   a promise, where SDPA's result for such rows depends on its backend and version.
-- `sinks` ([Hq] logits, gpt-oss) and `window` (causal sliding window) have no SDPA argument.
+- `sinks` ([Hq] logits, gpt-oss), `window` (causal sliding window) and `softcap` (c·tanh(s/c),
+  Gemma 2) have no SDPA argument.
 - No dropout, no backward.
 """
 
@@ -39,13 +40,14 @@ def attention(
     scale: Optional[float] = None,
     causal: bool = False,
     window: Optional[int] = None,
+    softcap: Optional[float] = None,
     max_score_bytes: Optional[int] = None,
 ) -> torch.Tensor:
     """heed.attention on torch tensors (CPU or CUDA, on the current stream), as a custom op.
     The arguments are heed.attention's; mask and sinks may also be passed by position
     (custom ops take no keyword-only tensors)."""
     return _heed_attention(q, k, v, scale=scale, causal=causal, mask=mask, window=window, sinks=sinks,
-                           max_score_bytes=max_score_bytes)
+                           softcap=softcap, max_score_bytes=max_score_bytes)
 
 
 @attention.register_fake
@@ -59,6 +61,7 @@ def _attention_fake(
     scale: Optional[float] = None,
     causal: bool = False,
     window: Optional[int] = None,
+    softcap: Optional[float] = None,
     max_score_bytes: Optional[int] = None,
 ) -> torch.Tensor:
     torch._check(q.dim() == 4 and v.dim() == 4, lambda: "[heed.attention] q and v must have rank 4")

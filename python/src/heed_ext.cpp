@@ -45,9 +45,16 @@ struct Inputs {
   AttentionOptions options;
 };
 
+// A Python float as a float option; beyond float's range infinity, which heed rejects by name.
+std::optional<float> float_option(std::optional<double> value) {
+  if (!value) return std::nullopt;
+  const bool in_range = std::isnan(*value) || std::abs(*value) <= std::numeric_limits<float>::max();
+  return in_range ? static_cast<float>(*value) : std::copysign(std::numeric_limits<float>::infinity(), *value);
+}
+
 Inputs import_inputs(const char* op, nb::handle q, nb::handle k, nb::handle v, nb::handle mask,
                      nb::handle sinks, bool causal, std::optional<std::int64_t> window,
-                     std::optional<std::int64_t> max_score_bytes, unsigned bf16) {
+                     std::optional<double> softcap, std::optional<std::int64_t> max_score_bytes, unsigned bf16) {
   Inputs in{import_array(q, {op, "q", false, (bf16 & kQ) != 0}),
             import_array(k, {op, "k", false, (bf16 & kK) != 0}),
             import_array(v, {op, "v", false, (bf16 & kV) != 0}),
@@ -64,6 +71,7 @@ Inputs import_inputs(const char* op, nb::handle q, nb::handle k, nb::handle v, n
   }
   in.options.causal = causal;
   in.options.window = window;
+  in.options.softcap = float_option(softcap);
   in.options.max_score_bytes = max_score_bytes;
   return in;
 }
@@ -97,9 +105,10 @@ void check_no_overlap(const TensorView& out, const TensorView& input, const char
 // out = attention(q, k, v) into the caller's `out`; the GIL is released while heed runs.
 void attention_into(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle mask, nb::handle sinks,
                     std::optional<double> scale, bool causal, std::optional<std::int64_t> window,
-                    std::optional<std::int64_t> max_score_bytes, std::uintptr_t stream, unsigned bf16) {
+                    std::optional<double> softcap, std::optional<std::int64_t> max_score_bytes, std::uintptr_t stream,
+                    unsigned bf16) {
   constexpr const char* op = "heed.attention";
-  Inputs in = import_inputs(op, q, k, v, mask, sinks, causal, window, max_score_bytes, bf16);
+  Inputs in = import_inputs(op, q, k, v, mask, sinks, causal, window, softcap, max_score_bytes, bf16);
   ImportedArray result = import_array(out, {op, "out", true, (bf16 & kOut) != 0});
   if (result.view.rank() == 4) {  // heed rejects other ranks, naming them
     check_no_overlap(result.view, in.q.view, "q");
@@ -130,9 +139,9 @@ void attention_into(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb
 }
 
 AttentionPlan plan_views(nb::handle q, nb::handle k, nb::handle v, nb::handle mask, nb::handle sinks, bool causal,
-                         std::optional<std::int64_t> window, std::optional<std::int64_t> max_score_bytes,
-                         unsigned bf16) {
-  Inputs in = import_inputs("heed.plan", q, k, v, mask, sinks, causal, window, max_score_bytes, bf16);
+                         std::optional<std::int64_t> window, std::optional<double> softcap,
+                         std::optional<std::int64_t> max_score_bytes, unsigned bf16) {
+  Inputs in = import_inputs("heed.plan", q, k, v, mask, sinks, causal, window, softcap, max_score_bytes, bf16);
   return plan_attention(in.q.view, in.k.view, in.v.view, in.options);
 }
 
@@ -143,7 +152,7 @@ DType parse_dtype_name(const std::string& name) {
 
 AttentionPlan plan_shapes(std::vector<std::int64_t> q, std::vector<std::int64_t> k, std::vector<std::int64_t> v,
                           const std::string& dtype, const std::string& device, nb::handle mask, nb::handle sinks,
-                          bool causal, std::optional<std::int64_t> window,
+                          bool causal, std::optional<std::int64_t> window, std::optional<double> softcap,
                           std::optional<std::int64_t> max_score_bytes, unsigned bf16) {
   constexpr const char* op = "heed.plan";
   AttentionOptions options;
@@ -158,6 +167,7 @@ AttentionPlan plan_shapes(std::vector<std::int64_t> q, std::vector<std::int64_t>
   }
   options.causal = causal;
   options.window = window;
+  options.softcap = float_option(softcap);
   options.max_score_bytes = max_score_bytes;
   return plan_attention(Shape(std::move(q)), Shape(std::move(k)), Shape(std::move(v)), parse_dtype_name(dtype),
                         options, parse_device(device, op));
@@ -280,11 +290,12 @@ NB_MODULE(_heed, m) {
       });
 
   m.def("attention_into", &attention_into, "q"_a, "k"_a, "v"_a, "out"_a, "mask"_a.none(), "sinks"_a.none(),
-        "scale"_a.none(), "causal"_a, "window"_a.none(), "max_score_bytes"_a.none(), "stream"_a, "bf16"_a);
+        "scale"_a.none(), "causal"_a, "window"_a.none(), "softcap"_a.none(), "max_score_bytes"_a.none(), "stream"_a,
+        "bf16"_a);
   m.def("plan_views", &plan_views, "q"_a, "k"_a, "v"_a, "mask"_a.none(), "sinks"_a.none(), "causal"_a,
-        "window"_a.none(), "max_score_bytes"_a.none(), "bf16"_a);
+        "window"_a.none(), "softcap"_a.none(), "max_score_bytes"_a.none(), "bf16"_a);
   m.def("plan_shapes", &plan_shapes, "q"_a, "k"_a, "v"_a, "dtype"_a, "device"_a, "mask"_a.none(),
-        "sinks"_a.none(), "causal"_a, "window"_a.none(), "max_score_bytes"_a.none(), "bf16"_a);
+        "sinks"_a.none(), "causal"_a, "window"_a.none(), "softcap"_a.none(), "max_score_bytes"_a.none(), "bf16"_a);
   m.def("memory_stats", [](const std::string& device) { return memory_stats(parse_device(device, "heed.memory_stats")); },
         "device"_a);
   m.def("reset_peak", [](const std::string& device) { reset_peak(parse_device(device, "heed.reset_peak")); },

@@ -34,31 +34,24 @@ Matrix rows_of(const void* base, DType dtype, const Strides& strides, std::int64
   return {pack, width};
 }
 
-// One fused pass over a row of probabilities-to-be: masks, max, exp, sum with the sink, and
-// normalisation; a fully masked row becomes zeros.
-void softmax_row(const AttentionParams& p, std::int64_t b, std::int64_t h, std::int64_t i, float* s) {
+// One fused pass over a row of probabilities-to-be (q·k × dot_scale): softcap and masks, max,
+// exp, sum with the sink, and normalisation, by the score header's rules.
+void softmax_row(const Call& p, const score::Transform& transform, std::int64_t b, std::int64_t h, std::int64_t i,
+                 float* s) {
   const std::int64_t keys = p.kv_len;
-  mask_scores(p, b, h, i, 0, keys, s);
+  mask_scores(p, transform, b, h, i, 0, keys, s);
   float row_max = kNegInf;
   for (std::int64_t j = 0; j < keys; ++j) row_max = s[j] > row_max ? s[j] : row_max;
-  if (row_max == kNegInf) {
-    std::fill(s, s + keys, 0.0f);
-    return;
-  }
-  float frame = row_max;
-  float sink_weight = 0.0f;
-  if (p.sinks != nullptr) {
-    const float sink = sink_logit(p, h);
-    frame = std::fmax(row_max, sink);
-    sink_weight = std::exp(sink - frame);
-  }
+  const float offset = score::exp_offset(row_max);
   float sum = 0.0f;
   for (std::int64_t j = 0; j < keys; ++j) {
-    s[j] = std::exp(s[j] - frame);
+    s[j] = std::exp(s[j] - offset);
     sum += s[j];
   }
-  const float inverse = 1.0f / (sum + sink_weight);
-  for (std::int64_t j = 0; j < keys; ++j) s[j] *= inverse;
+  const bool sinks = p.sinks.data != nullptr;
+  const float weight = score::finalize_weight(row_max, sum, sinks, sinks ? score::sink_logit(p.sinks, h) : 0.0f,
+                                              [](float x) { return std::exp(x); });
+  for (std::int64_t j = 0; j < keys; ++j) s[j] = score::finalize_value(s[j], weight);
 }
 
 struct ComposedBuffers {
@@ -69,10 +62,11 @@ struct ComposedBuffers {
   float* v;
 };
 
-void run_block(const AttentionParams& p, const ComposedBuffers& t, std::int64_t b, std::int64_t h,
+void run_block(const Call& p, const ComposedBuffers& t, std::int64_t b, std::int64_t h,
                std::int64_t first_row, std::int64_t rows, std::int64_t& packed_kv) {
-  const std::int64_t kv_head = h / p.group();
+  const std::int64_t kv_head = h / p.group;
   const std::int64_t Lk = p.kv_len, D = p.head_dim, Dv = p.value_dim;
+  const score::Transform transform = score::transform(p, 1.0f);
   const Matrix q = rows_of(p.q, p.dtype, p.q_strides, b, h, first_row, rows, D, t.q);
   // Packed K and V stay valid while consecutive tasks share a key head.
   const std::int64_t kv_id = b * p.kv_heads + kv_head;
@@ -81,12 +75,12 @@ void run_block(const AttentionParams& p, const ComposedBuffers& t, std::int64_t 
   const Matrix v = rows_of(p.v, p.dtype, p.v_strides, b, kv_head, 0, reuse ? 0 : Lk, Dv, t.v);
   packed_kv = kv_id;
   if (Lk > 0 && D > 0) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(rows), blas_int(Lk), blas_int(D), p.scale,
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(rows), blas_int(Lk), blas_int(D), transform.dot_scale,
                 q.data, blas_int(q.ld), k.data, blas_int(k.ld), 0.0f, t.scores, blas_int(Lk));
   } else {
     std::fill(t.scores, t.scores + rows * Lk, 0.0f);
   }
-  for (std::int64_t row = 0; row < rows; ++row) softmax_row(p, b, h, first_row + row, t.scores + row * Lk);
+  for (std::int64_t row = 0; row < rows; ++row) softmax_row(p, transform, b, h, first_row + row, t.scores + row * Lk);
   if (Lk > 0) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(rows), blas_int(Dv), blas_int(Lk), 1.0f,
                 t.scores, blas_int(Lk), v.data, blas_int(v.ld), 0.0f, t.out, blas_int(Dv));
@@ -101,7 +95,7 @@ void run_block(const AttentionParams& p, const ComposedBuffers& t, std::int64_t 
 
 }  // namespace
 
-void run_composed(const AttentionParams& p, const plan::CpuRoute& r, std::byte* scratch) {
+void run_composed(const Call& p, const plan::CpuRoute& r, std::byte* scratch) {
   use_single_threaded_blas();
   const std::int64_t blocks = (p.q_len + r.rows - 1) / r.rows;
   const profile::Dispatch dispatch(r.plan.kernel_name.c_str(), blocks, p.q_heads, p.batch);

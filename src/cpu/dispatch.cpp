@@ -7,8 +7,8 @@ namespace heed::cpu {
 
 #define HEED_DECLARE_ISA(isa)                                                                      \
   namespace isa {                                                                                  \
-  void run_tiled_kernel(const AttentionParams&, const plan::CpuRoute&, std::byte*);                \
-  void run_vector_kernel(const AttentionParams&, const plan::CpuRoute&, std::byte*);               \
+  void run_tiled_kernel(const Call&, const plan::CpuRoute&, std::byte*);                \
+  void run_vector_kernel(const Call&, const plan::CpuRoute&, std::byte*);               \
   double fma_chains(std::int64_t steps);                                                           \
   void softmax_exp(const float*, std::int64_t, float*);                                            \
   void narrow_row(DType, const float*, std::int64_t, std::uint16_t*);                              \
@@ -18,13 +18,13 @@ HEED_DECLARE_ISA(avx2)
 HEED_DECLARE_ISA(avx512)
 #undef HEED_DECLARE_ISA
 namespace amx {
-void run_tiled_kernel(const AttentionParams&, const plan::CpuRoute&, std::byte*);
+void run_tiled_kernel(const Call&, const plan::CpuRoute&, std::byte*);
 double matrix_chains(std::int64_t steps);
 double dot_chains(std::int64_t steps);
 void weights_exp2(int parts, const float* x, std::int64_t count, float* out);
 }
 
-void run_tiled(const AttentionParams& params, const plan::CpuRoute& route, std::byte* scratch) {
+void run_tiled(const Call& params, const plan::CpuRoute& route, std::byte* scratch) {
   if (route.amx.on) return amx::run_tiled_kernel(params, route, scratch);
   switch (cpu_info().isa) {
     case CpuIsa::Amx:
@@ -35,7 +35,7 @@ void run_tiled(const AttentionParams& params, const plan::CpuRoute& route, std::
   }
 }
 
-void run_vector(const AttentionParams& params, const plan::CpuRoute& route, std::byte* scratch) {
+void run_vector(const Call& params, const plan::CpuRoute& route, std::byte* scratch) {
   switch (cpu_info().isa) {
     case CpuIsa::Amx:
     case CpuIsa::Avx512Bf16:

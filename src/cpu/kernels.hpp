@@ -11,8 +11,8 @@
 namespace heed::cpu {
 
 // Fused routes, dispatched to the instruction set in cpu_info().isa.
-void run_vector(const AttentionParams& params, const plan::CpuRoute& route, std::byte* scratch);
-void run_tiled(const AttentionParams& params, const plan::CpuRoute& route, std::byte* scratch);
+void run_vector(const Call& params, const plan::CpuRoute& route, std::byte* scratch);
+void run_tiled(const Call& params, const plan::CpuRoute& route, std::byte* scratch);
 // FMA chains in the dispatched instruction set; returns the FLOPs done (ceilings).
 double run_fma_chains(std::int64_t steps);
 // out[i] = exp(x[i]) by the dispatched instruction set's softmax exp (its accuracy is tested).
@@ -30,6 +30,6 @@ double run_amx_chains(std::int64_t steps);
 // bfloat16 dot products (vdpbf16ps), `steps` × 24 of them; the FLOPs done (0 below Avx512Bf16).
 double run_dot_bf16_chains(std::int64_t steps);
 // BLAS composition (Composed and ComposedBlocks).
-void run_composed(const AttentionParams& params, const plan::CpuRoute& route, std::byte* scratch);
+void run_composed(const Call& params, const plan::CpuRoute& route, std::byte* scratch);
 
 }  // namespace heed::cpu

@@ -156,20 +156,21 @@ void zero_weights(Bits* w, std::int64_t w_part, std::int64_t parts, std::int64_t
 // With more than one part (float16, float32 inputs), the weights are split as the operands are;
 // part i of row r's weights is at w + i * w_part.
 template <int kParts>
-bool softmax_to_bf16(const AttentionParams& p, const Workspace& t, std::int64_t b, std::int64_t row, RowAt at,
+bool softmax_to_bf16(const Call& p, const Workspace& t, std::int64_t b, std::int64_t row, RowAt at,
                      std::int64_t key, std::int64_t count, float* s, Bits* w, std::int64_t w_part, std::int64_t depth,
                      std::int64_t columns) {
-  const KeyRange range = p.keys_for_row(at.position);
+  const KeyRange range = score::keys_for_row(p, at.position);
   const std::int64_t first = std::clamp<std::int64_t>(range.begin - key, 0, count);
   const std::int64_t last = std::clamp<std::int64_t>(range.end - key, 0, count);
   if (first >= last) {
     zero_weights(w, w_part, kParts, 0, depth);
     return false;
   }
-  float c = p.scale * microkernel::kLog2e;
-  if (p.mask.kind != plan::MaskKind::None) {  // masks add to (or hide) scaled scores
-    for (std::int64_t j = first; j < last; ++j) s[j] *= p.scale;
-    mask_scores(p, b, at.head, at.position, key + first, last - first, s + first);
+  const score::Transform transform = score::transform(p, 1.0f);
+  float c = transform.dot_scale * microkernel::kLog2e;
+  if (transform.capped() || p.mask.kind != MaskKind::None) {  // capped and masked scores, natural units
+    for (std::int64_t j = first; j < last; ++j) s[j] *= transform.dot_scale;
+    mask_scores(p, transform, b, at.head, at.position, key + first, last - first, s + first);
     c = microkernel::kLog2e;
   }
   // The largest s·c: where c > 0, the largest s times c (s·c rounds monotonically), without a
@@ -192,6 +193,10 @@ bool softmax_to_bf16(const AttentionParams& p, const Workspace& t, std::int64_t 
   const float best_s = c > 0.0f ? largest(std::false_type{}) : largest(std::true_type{});
   const float tile_max = c > 0.0f && best_s != kNegInf ? best_s * c : best_s;
   if (tile_max == kNegInf) {
+    // Every visible score is -inf or NaN: a NaN (from NaN inputs) makes the row NaN for good.
+    for (std::int64_t j = first; j < last; ++j) {
+      if (s[j] != s[j]) t.row_sum[row] = s[j];
+    }
     zero_weights(w, w_part, kParts, 0, depth);
     return false;
   }
@@ -285,13 +290,13 @@ struct Packed {
 
   // Kᵀ of tile `tile` of (b, kv_head), part by part: depth/2 rows of `keys` pairs (d, d+1);
   // then V, part by part: keys/2 rows of `columns` pairs (key, key+1).
-  std::uint32_t* k(const AttentionParams& p, std::int64_t b, std::int64_t kv_head, std::int64_t tile,
+  std::uint32_t* k(const Call& p, std::int64_t b, std::int64_t kv_head, std::int64_t tile,
                    std::int64_t part = 0) const {
     const std::int64_t index = (b * p.kv_heads + kv_head) * amx.key_tiles + tile;
     return reinterpret_cast<std::uint32_t*>(base + static_cast<std::size_t>(index) * amx.tile_bytes) +
            part * k_words();
   }
-  std::uint32_t* v(const AttentionParams& p, std::int64_t b, std::int64_t kv_head, std::int64_t tile,
+  std::uint32_t* v(const Call& p, std::int64_t b, std::int64_t kv_head, std::int64_t tile,
                    std::int64_t part = 0) const {
     return k(p, b, kv_head, tile, amx.parts) + part * amx.keys / 2 * amx.columns;
   }
@@ -328,7 +333,7 @@ struct Packed {
 
 // Packs keys [tile * keys, +keys) of (b, kv_head); keys past Lk and dimensions past D / Dv
 // are zeros. Kᵀ moves 16 keys × 16 words at a time through a transpose.
-void pack_tile(const AttentionParams& p, const Packed& packed, std::int64_t b, std::int64_t kv_head,
+void pack_tile(const Call& p, const Packed& packed, std::int64_t b, std::int64_t kv_head,
                std::int64_t tile) {
   const auto& amx = packed.amx;
   const std::int64_t parts = amx.parts;
@@ -398,7 +403,7 @@ struct Task {
   Workspace t;  // accumulators (rows amx.columns apart) and row statistics for the shared helpers
 };
 
-void tiled_task(const AttentionParams& p, const plan::CpuRoute& r, const Packed& packed, const Task& task,
+void tiled_task(const Call& p, const plan::CpuRoute& r, const Packed& packed, const Task& task,
                 std::int64_t b, const Rows& rows) {
   const auto& amx = r.amx;
   const std::int64_t q_part = amx.rows * amx.depth, w_part = amx.rows * amx.keys;
@@ -419,8 +424,8 @@ void tiled_task(const AttentionParams& p, const plan::CpuRoute& r, const Packed&
   }
   const auto bytes = [](const void* pointer) { return static_cast<const std::byte*>(pointer); };
   // Only the packed tiles holding keys some row can see.
-  const std::int64_t key_begin = p.keys_for_row(rows.first).begin;
-  const std::int64_t key_end = p.keys_for_row(rows.first + rows.count - 1).end;
+  const std::int64_t key_begin = score::keys_for_row(p, rows.first).begin;
+  const std::int64_t key_end = score::keys_for_row(p, rows.first + rows.count - 1).end;
   std::optional<amx::Tiles> tiles;
   if (amx.tiles) tiles.emplace();
   for (std::int64_t tile = key_begin / amx.keys; key_begin < key_end && tile * amx.keys < key_end; ++tile) {
@@ -457,7 +462,7 @@ void tiled_task(const AttentionParams& p, const plan::CpuRoute& r, const Packed&
 
 }  // namespace
 
-void run_tiled_kernel(const AttentionParams& p, const plan::CpuRoute& r, std::byte* scratch) {
+void run_tiled_kernel(const Call& p, const plan::CpuRoute& r, std::byte* scratch) {
   const auto& amx = r.amx;
   const Packed packed{amx, amx.packed.at<std::byte>(scratch)};
   {
@@ -473,7 +478,7 @@ void run_tiled_kernel(const AttentionParams& p, const plan::CpuRoute& r, std::by
     const TiledTask at = tiled_task_at(p, r, work, blocks);
     const auto w = static_cast<std::size_t>(worker);
     float* stats = r.stats.at<float>(scratch, w);
-    const std::int64_t stat_rows = p.group() * r.block_q;
+    const std::int64_t stat_rows = p.group * r.block_q;
     Workspace t{};
     t.scores = r.scores.at<float>(scratch, w);
     t.accum = r.accum.at<float>(scratch, w);

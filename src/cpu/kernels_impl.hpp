@@ -41,7 +41,7 @@ struct Workspace {
   std::int64_t accum_stride;  // floats between accumulator rows (Dv, or the AMX tile's padded Dv)
 };
 
-Workspace workspace_of(const AttentionParams& p, const plan::CpuRoute& r, std::byte* scratch, int worker,
+Workspace workspace_of(const Call& p, const plan::CpuRoute& r, std::byte* scratch, int worker,
                        std::int64_t rows) {
   const auto w = static_cast<std::size_t>(worker);
   float* stats = r.stats.at<float>(scratch, w);
@@ -71,11 +71,13 @@ struct RowAt {
   std::int64_t position;
 };
 
-void start_row(const AttentionParams& p, const Workspace& t, std::int64_t b, std::int64_t row, RowAt at) {
+void start_row(const Call& p, const Workspace& t, std::int64_t b, std::int64_t row, RowAt at) {
   float* q = t.q + row * p.head_dim;
   widen_row(p.q, p.dtype, b * p.q_strides[0] + at.head * p.q_strides[1] + at.position * p.q_strides[2],
             p.q_strides[3], p.head_dim, q);
-  for (std::int64_t d = 0; d < p.head_dim; ++d) q[d] *= p.scale;
+  // The transform's dot_scale folded into q: scores are q·k × dot_scale as they come out.
+  const float dot_scale = score::transform(p, 1.0f).dot_scale;
+  for (std::int64_t d = 0; d < p.head_dim; ++d) q[d] *= dot_scale;
   t.row_max[row] = kNegInf;
   t.row_sum[row] = 0.0f;
   float* acc = t.accum + row * p.value_dim;
@@ -83,11 +85,11 @@ void start_row(const AttentionParams& p, const Workspace& t, std::int64_t b, std
 }
 
 // float32 value rows with a contiguous last dimension are multiplied where they are.
-bool values_in_place(const AttentionParams& p) { return p.dtype == DType::Float32 && p.v_strides[3] == 1; }
+bool values_in_place(const Call& p) { return p.dtype == DType::Float32 && p.v_strides[3] == 1; }
 
 // Loads keys [key, key + count) of (b, kv_head) as Kᵀ [D × ldk] (zero-padded) and, unless they
 // are used in place, V rows.
-void load_key_tile(const AttentionParams& p, const Workspace& t, std::int64_t b, std::int64_t kv_head,
+void load_key_tile(const Call& p, const Workspace& t, std::int64_t b, std::int64_t kv_head,
                    std::int64_t key, std::int64_t count, std::int64_t ldk) {
   const std::int64_t D = p.head_dim, Dv = p.value_dim;
   const std::int64_t k_base = b * p.k_strides[0] + kv_head * p.k_strides[1];
@@ -137,19 +139,26 @@ void load_key_tile(const AttentionParams& p, const Workspace& t, std::int64_t b,
 
 // Turns row `row`'s scores into weights exp(s - new max) and rescales its running state;
 // returns false (weights zero) when the row sees no key of the tile. Only the keys inside
-// the row's causal / window range are masked, maxed and exponentiated.
-bool softmax_step(const AttentionParams& p, const Workspace& t, std::int64_t b, std::int64_t row, RowAt at,
+// the row's causal / window range are transformed, masked, maxed and exponentiated.
+bool softmax_step(const Call& p, const Workspace& t, std::int64_t b, std::int64_t row, RowAt at,
                   std::int64_t key, std::int64_t count, std::int64_t ldk) {
   float* s = t.scores + row * ldk;
-  const KeyRange range = p.keys_for_row(at.position);
+  const KeyRange range = score::keys_for_row(p, at.position);
   const std::int64_t first = std::clamp<std::int64_t>(range.begin - key, 0, count);
   const std::int64_t last = std::clamp<std::int64_t>(range.end - key, 0, count);
   float tile_max = kNegInf;
   if (first < last) {
-    if (p.mask.kind != plan::MaskKind::None) mask_scores(p, b, at.head, at.position, key + first, last - first, s + first);
+    const score::Transform transform = score::transform(p, 1.0f);
+    if (transform.capped() || p.mask.kind != MaskKind::None) {
+      mask_scores(p, transform, b, at.head, at.position, key + first, last - first, s + first);
+    }
     tile_max = microkernel::max_of(s + first, last - first);
   }
   if (tile_max == kNegInf) {
+    // Every visible score is -inf or NaN: a NaN (from NaN inputs) makes the row NaN for good.
+    for (std::int64_t j = first; j < last; ++j) {
+      if (s[j] != s[j]) t.row_sum[row] = s[j];
+    }
     for (std::int64_t j = 0; j < count; ++j) s[j] = 0.0f;
     return false;
   }
@@ -209,7 +218,7 @@ class RowPrefetch {
 // Few rows (decode): each key row is read once, in place where it is float32, and scored
 // against every row; no transposed tile is built.
 template <typename RowOf>
-void fold_key_rows(const AttentionParams& p, const Workspace& t, std::int64_t b, std::int64_t kv_head,
+void fold_key_rows(const Call& p, const Workspace& t, std::int64_t b, std::int64_t kv_head,
                    std::int64_t rows, RowOf row_of, std::int64_t key, std::int64_t count) {
   const std::int64_t ldk = round_up_lanes(count);
   const std::int64_t k_base = b * p.k_strides[0] + kv_head * p.k_strides[1];
@@ -270,7 +279,7 @@ void fold_key_rows(const AttentionParams& p, const Workspace& t, std::int64_t b,
 
 // Folds keys [key, key + count) into the running state of `rows` rows.
 template <typename RowOf>
-void fold_key_tile(const AttentionParams& p, const Workspace& t, std::int64_t b, std::int64_t kv_head,
+void fold_key_tile(const Call& p, const Workspace& t, std::int64_t b, std::int64_t kv_head,
                    std::int64_t rows, RowOf row_of, std::int64_t key, std::int64_t count) {
   const std::int64_t ldk = round_up_lanes(count);
   load_key_tile(p, t, b, kv_head, key, count, ldk);
@@ -289,7 +298,7 @@ void fold_key_tile(const AttentionParams& p, const Workspace& t, std::int64_t b,
 // A row maximum kept in log2 units, in the natural units finalize_row takes.
 float natural_max(float max_log2) { return max_log2 == kNegInf ? max_log2 : max_log2 * microkernel::kLn2; }
 
-void store_out(const AttentionParams& p, std::int64_t b, RowAt at, const float* values) {
+void store_out(const Call& p, std::int64_t b, RowAt at, const float* values) {
   store_row(p.out, p.dtype, b * p.out_strides[0] + at.head * p.out_strides[1] + at.position * p.out_strides[2],
             p.out_strides[3], p.value_dim, values);
 }
@@ -313,21 +322,21 @@ struct TiledTask {
   std::int64_t batch;
   Rows rows;
 };
-TiledTask tiled_task_at(const AttentionParams& p, const plan::CpuRoute& r, std::int64_t task, std::int64_t blocks) {
+TiledTask tiled_task_at(const Call& p, const plan::CpuRoute& r, std::int64_t task, std::int64_t blocks) {
   const std::int64_t block = p.causal ? blocks - 1 - task % blocks : task % blocks;
   const std::int64_t first = block * r.block_q;
   return {task / (blocks * p.kv_heads),
-          Rows{(task / blocks) % p.kv_heads, first, std::min(r.block_q, p.q_len - first), p.group()}};
+          Rows{(task / blocks) % p.kv_heads, first, std::min(r.block_q, p.q_len - first), p.group}};
 }
 
 // Folds keys [key_begin, key_end) in tiles of tile_keys into the rows' state; then writes
 // the rows to out, or [max, sum, Dv values] per row into `partial` for a later merge.
-void group_task(const AttentionParams& p, const Workspace& t, std::int64_t b, const Rows& rows,
+void group_task(const Call& p, const Workspace& t, std::int64_t b, const Rows& rows,
                 std::int64_t key_begin, std::int64_t key_end, std::int64_t tile_keys, float* partial) {
   for (std::int64_t row = 0; row < rows.size(); ++row) start_row(p, t, b, row, rows(row));
   // Only keys some row can see: tiles wholly masked by causal or window geometry are skipped.
-  key_begin = std::max(key_begin, p.keys_for_row(rows.first).begin);
-  key_end = std::min(key_end, p.keys_for_row(rows.first + rows.count - 1).end);
+  key_begin = std::max(key_begin, score::keys_for_row(p, rows.first).begin);
+  key_end = std::min(key_end, score::keys_for_row(p, rows.first + rows.count - 1).end);
   for (std::int64_t key = key_begin; key < key_end; key += tile_keys) {
     const std::int64_t count = std::min(tile_keys, key_end - key);
     if (rows.size() <= kDirectMaxRows) {
@@ -351,7 +360,7 @@ void group_task(const AttentionParams& p, const Workspace& t, std::int64_t b, co
 }
 
 // Vector pass 2: rescales each block's partial to the common max and sums them.
-void merge_task(const AttentionParams& p, const plan::CpuRoute& r, const float* partials, std::int64_t task,
+void merge_task(const Call& p, const plan::CpuRoute& r, const float* partials, std::int64_t task,
                 float* acc) {
   const std::int64_t b = task / p.kv_heads, kv_head = task % p.kv_heads, Dv = p.value_dim;
   const std::int64_t block_stride = r.vector_rows * (Dv + 2);
@@ -361,16 +370,18 @@ void merge_task(const AttentionParams& p, const plan::CpuRoute& r, const float* 
     for (std::int64_t block = 0; block < r.key_blocks; ++block) {
       frame = std::fmax(frame, first[block * block_stride]);
     }
+    // Blocks that weighed no key add 0 (or their NaN sum) against the header's offset.
+    const float offset = score::exp_offset(frame);
     float sum = 0.0f;
     for (std::int64_t d = 0; d < Dv; ++d) acc[d] = 0.0f;
-    for (std::int64_t block = 0; frame != kNegInf && block < r.key_blocks; ++block) {
+    for (std::int64_t block = 0; block < r.key_blocks; ++block) {
       const float* slot = first + block * block_stride;
-      if (slot[0] == kNegInf) continue;
-      const float weight = microkernel::exp2_lanes(slot[0] - frame);
+      const float weight = microkernel::exp2_lanes(slot[0] - offset);
       sum += slot[1] * weight;
+      if (weight == 0.0f) continue;
       for (std::int64_t d = 0; d < Dv; ++d) acc[d] += slot[2 + d] * weight;
     }
-    const RowAt at = Rows{kv_head, 0, p.q_len, p.group()}(row);
+    const RowAt at = Rows{kv_head, 0, p.q_len, p.group}(row);
     finalize_row(p, at.head, natural_max(frame), sum, acc, acc);
     store_out(p, b, at, acc);
   }
@@ -380,30 +391,30 @@ void merge_task(const AttentionParams& p, const plan::CpuRoute& r, const float* 
 
 #if !defined(HEED_KERNEL_HELPERS_ONLY)
 // Tiled: one task per (batch, key head, block of block_q query positions).
-void run_tiled_kernel(const AttentionParams& p, const plan::CpuRoute& r, std::byte* scratch) {
+void run_tiled_kernel(const Call& p, const plan::CpuRoute& r, std::byte* scratch) {
   const std::int64_t blocks = (p.q_len + r.block_q - 1) / r.block_q;
   const profile::Dispatch dispatch(r.plan.kernel_name.c_str(), blocks, p.kv_heads, p.batch);
   parallel_for(r.plan.workers, p.batch * p.kv_heads * blocks, [&](std::int64_t task, int worker) {
     const TiledTask at = tiled_task_at(p, r, task, blocks);
-    group_task(p, workspace_of(p, r, scratch, worker, p.group() * r.block_q), at.batch, at.rows, 0, p.kv_len,
+    group_task(p, workspace_of(p, r, scratch, worker, p.group * r.block_q), at.batch, at.rows, 0, p.kv_len,
                r.block_k, nullptr);
   });
 }
 
 // Vector: one task per (batch, key head, key block) over all group x Lq rows.
-void vector_pass(const AttentionParams& p, const plan::CpuRoute& r, std::byte* scratch, float* partials) {
+void vector_pass(const Call& p, const plan::CpuRoute& r, std::byte* scratch, float* partials) {
   const profile::Dispatch dispatch(r.plan.kernel_name.c_str(), r.key_blocks, p.kv_heads, p.batch);
   const std::int64_t partial_floats = r.vector_rows * (p.value_dim + 2);
   parallel_for(r.plan.workers, p.batch * p.kv_heads * r.key_blocks, [&](std::int64_t work, int worker) {
     const std::int64_t task = work / r.key_blocks;
-    const std::int64_t key_begin = p.keys_for_row(0).begin + (work % r.key_blocks) * r.keys_per_block;
+    const std::int64_t key_begin = score::keys_for_row(p, 0).begin + (work % r.key_blocks) * r.keys_per_block;
     group_task(p, workspace_of(p, r, scratch, worker, r.vector_rows), task / p.kv_heads,
-               Rows{task % p.kv_heads, 0, p.q_len, p.group()}, key_begin, key_begin + r.keys_per_block,
+               Rows{task % p.kv_heads, 0, p.q_len, p.group}, key_begin, key_begin + r.keys_per_block,
                r.key_chunk, partials != nullptr ? partials + work * partial_floats : nullptr);
   });
 }
 
-void run_vector_kernel(const AttentionParams& p, const plan::CpuRoute& r, std::byte* scratch) {
+void run_vector_kernel(const Call& p, const plan::CpuRoute& r, std::byte* scratch) {
   float* partials = r.key_blocks > 1 ? r.partials.at<float>(scratch) : nullptr;
   vector_pass(p, r, scratch, partials);
   if (partials == nullptr) return;

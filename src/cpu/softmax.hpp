@@ -1,29 +1,43 @@
 #pragma once
-// The pieces of the softmax every CPU route shares: masks on a row of scores and the final
-// normalisation with sinks. Fully masked rows end as zeros.
+// The score header's semantics (score/score.hpp) on rows of CPU scores: the softcap and the
+// masks on a row, and the final normalisation with sinks.
 
 #include <cmath>
 #include <cstdint>
 
 #include "cpu/isa.hpp"
 #include "cpu/load.hpp"
+#include "cpu/microkernels.hpp"
 #include "cpu/params.hpp"
 
 namespace heed::cpu {
 inline namespace HEED_ISA {
 
-// Scores s[0..count) of keys first..first+count of row (b, h, i): keys outside the causal /
-// window range and keys a boolean mask hides become -inf; an additive mask is added.
-inline void mask_scores(const AttentionParams& p, std::int64_t b, std::int64_t h, std::int64_t i,
-                        std::int64_t first, std::int64_t count, float* s) {
-  const KeyRange range = p.keys_for_row(i);
+// s[0..count) = c · tanh(s[j]) in natural units, for scores already multiplied by the
+// transform's dot_scale.
+inline void cap_scores(const score::Transform& transform, float* s, std::int64_t count) {
+  const auto exp2 = [](auto x) { return microkernel::exp2_lanes(x); };
+  std::int64_t j = 0;
+  for (; j + microkernel::kVectorLanes <= count; j += microkernel::kVectorLanes) {
+    microkernel::store(s + j, transform.cap(microkernel::load(s + j), exp2));
+  }
+  for (; j < count; ++j) s[j] = transform.cap(s[j], exp2);
+}
+
+// Scores s[0..count) of keys first..first+count of row (b, h, i), each q·k × dot_scale: the
+// softcap where the call has one, then keys outside the causal / window range and keys a
+// boolean mask hides become -inf, and an additive mask is added.
+inline void mask_scores(const Call& p, const score::Transform& transform, std::int64_t b, std::int64_t h,
+                        std::int64_t i, std::int64_t first, std::int64_t count, float* s) {
+  if (transform.capped()) cap_scores(transform, s, count);
+  const KeyRange range = score::keys_for_row(p, i);
   for (std::int64_t j = 0; j < count; ++j) {
     if (first + j < range.begin || first + j >= range.end) s[j] = kNegInf;
   }
-  const MaskParams& m = p.mask;
-  if (m.kind == plan::MaskKind::None) return;
-  const std::int64_t row = b * m.strides[0] + h * m.strides[1] + i * m.strides[2] + first * m.strides[3];
-  if (m.kind == plan::MaskKind::Bool) {
+  const call::Mask& m = p.mask;
+  if (m.kind == MaskKind::None) return;
+  const std::int64_t row = score::mask_offset(m, b, h, i, first);
+  if (m.kind == MaskKind::Bool) {
     const auto* bytes = static_cast<const std::uint8_t*>(m.data);
     for (std::int64_t j = 0; j < count; ++j) {
       if (bytes[row + j * m.strides[3]] == 0) s[j] = kNegInf;
@@ -33,25 +47,12 @@ inline void mask_scores(const AttentionParams& p, std::int64_t b, std::int64_t h
   }
 }
 
-inline float sink_logit(const AttentionParams& p, std::int64_t h) {
-  return load_element(p.sinks, p.sinks_dtype, h * p.sinks_stride);
-}
-
-// out = acc / (l + exp(sink)) in the frame of max m; zeros when nothing was visible.
-inline void finalize_row(const AttentionParams& p, std::int64_t h, float m, float l, const float* acc,
-                         float* out) {
-  if (m == kNegInf) {
-    for (std::int64_t d = 0; d < p.value_dim; ++d) out[d] = 0.0f;
-    return;
-  }
-  float weight = 1.0f / l;
-  if (p.sinks != nullptr) {
-    const float sink = sink_logit(p, h);
-    const float frame = std::fmax(m, sink);
-    const float kept = std::exp(m - frame);
-    weight = kept / (l * kept + std::exp(sink - frame));
-  }
-  for (std::int64_t d = 0; d < p.value_dim; ++d) out[d] = acc[d] * weight;
+// out = acc × the score header's finalize weight, in the natural frame of max m and sum l.
+inline void finalize_row(const Call& p, std::int64_t h, float m, float l, const float* acc, float* out) {
+  const bool sinks = p.sinks.data != nullptr;
+  const float weight = score::finalize_weight(m, l, sinks, sinks ? score::sink_logit(p.sinks, h) : 0.0f,
+                                              [](float x) { return std::exp(x); });
+  for (std::int64_t d = 0; d < p.value_dim; ++d) out[d] = score::finalize_value(acc[d], weight);
 }
 
 }  // namespace HEED_ISA

@@ -22,11 +22,11 @@ constexpr int kRowThreads = plan::cuda::kRowThreads;
 // A [B, H, L, E] tensor of any strides and type, copied to contiguous rows of `to`.
 struct PackArgs {
   const void* src = nullptr;
-  ElementType from = ElementType::Float32;
+  DType from = DType::Float32;
   Strides4 strides;
   std::int64_t heads = 0, length = 0, width = 0, count = 0;
   void* dst = nullptr;
-  ElementType to = ElementType::Float32;
+  DType to = DType::Float32;
 };
 
 __global__ void pack_kernel(const PackArgs a) {
@@ -60,44 +60,44 @@ __device__ float block_reduce(float value, bool is_max, float* shared) {
   return total;
 }
 
-// Grid [rows, heads]: one score row (already scaled by the GEMM) becomes probabilities.
-__global__ void __launch_bounds__(kRowThreads) softmax_kernel(const Geometry g, const Step step, float* scores) {
+// Grid [rows, heads]: one score row (q·k × the transform's dot_scale, by the GEMM) becomes
+// probabilities by the score header's rules: softcap, masks, max, exp, sum with the sink.
+__global__ void __launch_bounds__(kRowThreads) softmax_kernel(const Call g, const score::Transform transform,
+                                                              const Step step, float* scores) {
   __shared__ float shared[kRowThreads / 32];
   const std::int64_t x = blockIdx.x, head_step = blockIdx.y, pair = step.pair0 + head_step;
   const std::int64_t b = pair / g.kv_heads, h = (pair % g.kv_heads) * g.group + step.gi, i = step.row0 + x;
   float* row = scores + (head_step * step.rows + x) * g.kv_len;
   const KeyRange range = keys_for_row(g, i);
+  const auto exp2 = [](float t) { return exp2f(t); };
   float local_max = -INFINITY;
   for (std::int64_t j = threadIdx.x; j < g.kv_len; j += kRowThreads) {
     float s = -INFINITY;
-    if (j >= range.begin && j < range.end) s = row[j] + mask_term(g.mask, b, h, i, j);
+    if (j >= range.begin && j < range.end) {
+      s = transform.capped() ? transform.cap(row[j], exp2) : row[j];
+      s += mask_term(g.mask, b, h, i, j);
+    }
     row[j] = s;
     local_max = fmaxf(local_max, s);
   }
   const float row_max = block_reduce(local_max, true, shared);
-  if (row_max == -INFINITY) {
-    for (std::int64_t j = threadIdx.x; j < g.kv_len; j += kRowThreads) row[j] = 0.0f;
-    return;
-  }
-  float frame = row_max, sink_weight = 0.0f;
-  if (g.sinks.data != nullptr) {
-    const float sink = sink_logit(g.sinks, h);
-    frame = fmaxf(row_max, sink);
-    sink_weight = expf(sink - frame);
-  }
+  const float offset = score::exp_offset(row_max);
   float local_sum = 0.0f;
   for (std::int64_t j = threadIdx.x; j < g.kv_len; j += kRowThreads) {
-    const float p = expf(row[j] - frame);
+    const float p = expf(row[j] - offset);
     row[j] = p;
     local_sum += p;
   }
-  const float inverse = 1.0f / (block_reduce(local_sum, false, shared) + sink_weight);
-  for (std::int64_t j = threadIdx.x; j < g.kv_len; j += kRowThreads) row[j] *= inverse;
+  const float sum = block_reduce(local_sum, false, shared);
+  const bool sinks = g.sinks.data != nullptr;
+  const float weight = score::finalize_weight(row_max, sum, sinks, sinks ? sink_logit(g.sinks, h) : 0.0f,
+                                              [](float t) { return expf(t); });
+  for (std::int64_t j = threadIdx.x; j < g.kv_len; j += kRowThreads) row[j] = score::finalize_value(row[j], weight);
 }
 
 // Grid [rows, heads]: output rows (float32) into the caller's out, any strides and type.
-__global__ void __launch_bounds__(kRowThreads) store_kernel(const Geometry g, const Step step, const float* rows,
-                                                            void* out, ElementType type, const Strides4 strides) {
+__global__ void __launch_bounds__(kRowThreads) store_kernel(const Call g, const Step step, const float* rows,
+                                                            void* out, DType type, const Strides4 strides) {
   const std::int64_t x = blockIdx.x, head_step = blockIdx.y, pair = step.pair0 + head_step;
   const std::int64_t b = pair / g.kv_heads, h = (pair % g.kv_heads) * g.group + step.gi, i = step.row0 + x;
   const float* row = rows + (head_step * step.rows + x) * g.value_dim;
@@ -107,16 +107,16 @@ __global__ void __launch_bounds__(kRowThreads) store_kernel(const Geometry g, co
   }
 }
 
-cudaDataType blas_type(ElementType type) {
+cudaDataType blas_type(DType type) {
   switch (type) {
-    case ElementType::Float16: return CUDA_R_16F;
-    case ElementType::BFloat16: return CUDA_R_16BF;
+    case DType::Float16: return CUDA_R_16F;
+    case DType::BFloat16: return CUDA_R_16BF;
     default: return CUDA_R_32F;
   }
 }
 
-std::size_t element_size(ElementType type) {
-  return type == ElementType::Float32 ? 4 : type == ElementType::Bool ? 1 : 2;
+std::size_t element_size(DType type) {
+  return type == DType::Float32 ? 4 : type == DType::Bool ? 1 : 2;
 }
 
 int blas_int(std::int64_t value, const char* what) {
@@ -135,8 +135,8 @@ Strides4 contiguous(std::int64_t heads, std::int64_t length, std::int64_t width)
   return Strides4{{heads * length * width, length * width, width, 1}};
 }
 
-void pack(const void* src, ElementType from, const Strides4& strides, std::int64_t batch, std::int64_t heads,
-          std::int64_t length, std::int64_t width, void* dst, ElementType to, const char* name, cudaStream_t stream) {
+void pack(const void* src, DType from, const Strides4& strides, std::int64_t batch, std::int64_t heads,
+          std::int64_t length, std::int64_t width, void* dst, DType to, const char* name, cudaStream_t stream) {
   PackArgs a{src, from, strides, heads, length, width, batch * heads * length * width, dst, to};
   if (a.count == 0) return;
   const auto blocks = static_cast<unsigned>(std::min<std::int64_t>((a.count + 255) / 256, 65536));
@@ -149,7 +149,8 @@ void pack(const void* src, ElementType from, const Strides4& strides, std::int64
 
 void run_composed(const ComposedArgs& a, const plan::CudaRoute& route, std::byte* scratch, int device,
                   cudaStream_t stream) {
-  const Geometry& g = a.g;
+  const Call& g = a;
+  const score::Transform transform = score::transform(a, 1.0f);
   const plan::CudaComposedShape& c = route.composed;
   const std::string suffix = route.plan.kernel_name.substr(route.plan.kernel_name.rfind('_'));
   const std::string pack_name = "heed_cuda_pack" + suffix;
@@ -162,8 +163,8 @@ void run_composed(const ComposedArgs& a, const plan::CudaRoute& route, std::byte
   if (c.pack_qk) {
     void* qp = route.q_packed.at<void>(scratch);
     void* kp = route.k_packed.at<void>(scratch);
-    pack(q, a.type, qs, g.batch, g.q_heads, g.q_len, g.head_dim, qp, a.type, pack_name.c_str(), stream);
-    pack(k, a.type, ks, g.batch, g.kv_heads, g.kv_len, g.head_dim, kp, a.type, pack_name.c_str(), stream);
+    pack(q, a.dtype, qs, g.batch, g.q_heads, g.q_len, g.head_dim, qp, a.dtype, pack_name.c_str(), stream);
+    pack(k, a.dtype, ks, g.batch, g.kv_heads, g.kv_len, g.head_dim, kp, a.dtype, pack_name.c_str(), stream);
     q = qp;
     k = kp;
     qs = contiguous(g.q_heads, g.q_len, g.head_dim);
@@ -171,7 +172,7 @@ void run_composed(const ComposedArgs& a, const plan::CudaRoute& route, std::byte
   }
   if (c.pack_v) {
     void* vp = route.v_packed.at<void>(scratch);
-    pack(v, a.type, vs, g.batch, g.kv_heads, g.kv_len, g.value_dim, vp, ElementType::Float32, pack_name.c_str(),
+    pack(v, a.dtype, vs, g.batch, g.kv_heads, g.kv_len, g.value_dim, vp, DType::Float32, pack_name.c_str(),
          stream);
     v = vp;
     vs = contiguous(g.kv_heads, g.kv_len, g.value_dim);
@@ -179,9 +180,9 @@ void run_composed(const ComposedArgs& a, const plan::CudaRoute& route, std::byte
   float* scores = route.scores.at<float>(scratch);
   float* out_rows = route.out_rows.at<float>(scratch);
   const cublasHandle_t blas = blas_handle(device, stream, kOp);
-  const cudaDataType in_type = blas_type(a.type);
-  const std::size_t in_size = element_size(a.type);
-  const std::size_t v_size = c.pack_v ? 4 : element_size(a.type);
+  const cudaDataType in_type = blas_type(a.dtype);
+  const std::size_t in_size = element_size(a.dtype);
+  const std::size_t v_size = c.pack_v ? 4 : element_size(a.dtype);
   const float one = 1.0f, zero = 0.0f;
   const int lk = blas_int(g.kv_len, "Lk"), d = blas_int(g.head_dim, "D"), dv = blas_int(g.value_dim, "Dv");
   const int ld_k = blas_int(leading(ks.s[2], g.head_dim, g.kv_len), "k row stride");
@@ -208,9 +209,9 @@ void run_composed(const ComposedArgs& a, const plan::CudaRoute& route, std::byte
         const auto* v_ptr = static_cast<const char*>(v) + (b * vs.s[0] + kv0 * vs.s[1]) * v_size;
         if (g.kv_len > 0) {
           if (g.head_dim > 0) {
-            // Column-major: Sᵀ (Lk × rows) = K (D × Lk)ᵀ · Qᵀ (D × rows), alpha = scale.
+            // Column-major: Sᵀ (Lk × rows) = K (D × Lk)ᵀ · Qᵀ (D × rows), alpha = dot_scale.
             check_blas(cublasGemmStridedBatchedEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, lk, static_cast<int>(rows), d,
-                                                  &a.scale, k_ptr, in_type, ld_k, ks.s[1], q_ptr, in_type, ld_q,
+                                                  &transform.dot_scale, k_ptr, in_type, ld_k, ks.s[1], q_ptr, in_type, ld_q,
                                                   g.group * qs.s[1], &zero, scores, CUDA_R_32F, lk, rows * g.kv_len,
                                                   batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                        kOp, "cublasGemmStridedBatchedEx (Q K^T)");
@@ -221,7 +222,7 @@ void run_composed(const ComposedArgs& a, const plan::CudaRoute& route, std::byte
           const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(step.heads));
           {
             LaunchRecord softmax(route.softmax_kernel_name.c_str(), grid.x, grid.y, 1, stream);
-            softmax_kernel<<<grid, kRowThreads, 0, stream>>>(g, step, scores);
+            softmax_kernel<<<grid, kRowThreads, 0, stream>>>(g, transform, step, scores);
             check_launch(kOp, route.softmax_kernel_name.c_str());
           }
           // Oᵀ (Dv × rows) = Vᵀ (Dv × Lk) · Pᵀ (Lk × rows), all float32.
@@ -237,7 +238,7 @@ void run_composed(const ComposedArgs& a, const plan::CudaRoute& route, std::byte
         }
         const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(step.heads));
         LaunchRecord store(store_name.c_str(), grid.x, grid.y, 1, stream);
-        store_kernel<<<grid, kRowThreads, 0, stream>>>(g, step, out_rows, a.out, a.type, a.out_strides);
+        store_kernel<<<grid, kRowThreads, 0, stream>>>(g, step, out_rows, a.out, a.dtype, a.out_strides);
         check_launch(kOp, store_name.c_str());
       }
     }

@@ -12,9 +12,7 @@
 
 namespace heed::cuda {
 
-struct ComposedArgs : CallArgs {
-  float scale = 1.0f;
-};
+using ComposedArgs = Call;
 
 void run_composed(const ComposedArgs& args, const plan::CudaRoute& route, std::byte* scratch, int device,
                   cudaStream_t stream);

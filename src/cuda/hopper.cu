@@ -39,27 +39,27 @@ void launch_typed(int config, const HopperArgs& args, dim3 grid, cudaStream_t st
 
 void run_tiled_hopper(const TiledArgs& args, const plan::CudaRoute& route, cudaStream_t stream) {
   const plan::CudaTiledShape& s = route.tiled;
-  const dim3 grid(static_cast<unsigned>(s.row_blocks), static_cast<unsigned>(args.g.kv_heads),
-                  static_cast<unsigned>(args.g.batch));
+  const dim3 grid(static_cast<unsigned>(s.row_blocks), static_cast<unsigned>(args.kv_heads),
+                  static_cast<unsigned>(args.batch));
   HopperArgs a;
   static_cast<TiledArgs&>(a) = args;
   a.pingpong = s.pingpong;
   const int block_n = static_cast<int>(s.block_n);
-  a.k_map = kv_tensor_map(args.k, args.type, args.g, args.g.head_dim, args.g.kv_len, args.k_strides, block_n,
+  a.k_map = kv_tensor_map(args.k, args.dtype, args, args.head_dim, args.kv_len, args.k_strides, block_n,
                           "the Hopper tiled kernel's k");
-  a.v_map = kv_tensor_map(args.v, args.type, args.g, args.g.value_dim, args.g.kv_len, args.v_strides, block_n,
+  a.v_map = kv_tensor_map(args.v, args.dtype, args, args.value_dim, args.kv_len, args.v_strides, block_n,
                           "the Hopper tiled kernel's v");
-  if (row_tensor_map_fits(args.q, args.g, args.q_strides)) {
-    a.q_map = row_tensor_map(args.q, args.type, args.g, args.g.head_dim, args.q_strides, "the Hopper tiled kernel's q");
+  if (row_tensor_map_fits(args.q, args, args.q_strides)) {
+    a.q_map = row_tensor_map(args.q, args.dtype, args, args.head_dim, args.q_strides, "the Hopper tiled kernel's q");
     a.q_rows_tma = true;
   }
-  if (row_tensor_map_fits(args.out, args.g, args.out_strides)) {
-    a.out_map = row_tensor_map(args.out, args.type, args.g, args.g.value_dim, args.out_strides,
+  if (row_tensor_map_fits(args.out, args, args.out_strides)) {
+    a.out_map = row_tensor_map(args.out, args.dtype, args, args.value_dim, args.out_strides,
                                "the Hopper tiled kernel's out");
     a.out_rows_tma = true;
   }
   LaunchRecord record(route.plan.kernel_name.c_str(), grid.x, grid.y, grid.z, stream);
-  if (args.type == ElementType::Float16) {
+  if (args.dtype == DType::Float16) {
     launch_typed<__half>(s.config, a, grid, stream);
   } else {
     launch_typed<__nv_bfloat16>(s.config, a, grid, stream);

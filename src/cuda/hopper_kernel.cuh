@@ -163,7 +163,7 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
   const auto empty_v = [&](int stage) { return barriers + 8u * (3 * kStages + stage); };
   const auto full_q = [&](int consumer) { return barriers + 8u * (4 * kStages + consumer); };
 
-  const Geometry& g = a.g;
+  const Call& g = a;
   const tiled::BlockPlace place = tiled::block_place(a.heads_inner);
   const std::int64_t b = place.z, kv_head = place.kv_head;
   const int row0 = static_cast<int>((a.row_blocks - 1 - place.row_block) * kBlockM);  // longest first
@@ -354,20 +354,24 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
       const int n0 = (tile_first + step) * kBlockN;
       const bool edge = n0 + kBlockN > kv_len || (g.causal && n0 + kBlockN - 1 > reach.diag_first) ||
                         (window > 0 && n0 <= reach.diag_last - window);
-      // Edge tiles are scaled here (hidden keys -inf); inner tiles take the scale in the
-      // exponent's FFMA, their maximum scale × the raw maximum (minimum under a negative scale).
+      // Edge tiles and capped scores are transformed here (hidden keys -inf); inner tiles take
+      // the scale in the exponent's FFMA, their maximum scale × the raw maximum (minimum under a
+      // negative scale).
       float multiplier = 1.0f;
       float tile_max[2] = {-INFINITY, -INFINITY};
-      if (edge) {
-        int lo[2], hi[2];
-        tiled::visible_columns<kBlockN>(n0, key_lo, key_hi, lo, hi);
-        tiled::scale_visible<kNTiles>(s, lo, hi, quad_col, a.scale_log2);
+      if (edge || a.transform.capped()) {
+        tiled::transform_scores<kNTiles>(s, a.transform);
+        if (edge) {
+          int lo[2], hi[2];
+          tiled::visible_columns<kBlockN>(n0, key_lo, key_hi, lo, hi);
+          tiled::hide_invisible<kNTiles>(s, lo, hi, quad_col);
+        }
 #pragma unroll
         for (int j = 0; j < kNTiles; ++j)
 #pragma unroll
           for (int e = 0; e < 4; ++e) tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[j][e]);
       } else {
-        multiplier = a.scale_log2;
+        multiplier = a.transform.dot_scale;
         if (multiplier >= 0.0f) {
 #pragma unroll
           for (int j = 0; j < kNTiles; ++j)
@@ -467,17 +471,9 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
     for (int half = 0; half < 2; ++half) {
       const float total = tiled::quad_sum(row_sum[half]);
       const int r = row0 + wg_row0 + warp * 16 + quad_row + 8 * half;
-      factor[half] = 0.0f;
-      if (r < rows && row_max[half] != -INFINITY) {
-        if (g.sinks.data != nullptr) {
-          const float sink = sink_logit(g.sinks, kv_head * group + r % group) * kLog2e;
-          const float top = fmaxf(row_max[half], sink);
-          const float keep = tiled::exp2_approx(row_max[half] - top);
-          factor[half] = keep / (total * keep + tiled::exp2_approx(sink - top));
-        } else {
-          factor[half] = 1.0f / total;
-        }
-      }
+      const bool sinks = g.sinks.data != nullptr && r < rows;
+      const float sink = sinks ? sink_logit(g.sinks, kv_head * group + r % group) * kLog2e : 0.0f;
+      factor[half] = score::finalize_weight(row_max[half], total, sinks, sink, Exp2Approx{});
     }
 
     // Through this warp's own 16 rows of the Q tile (every wgmma that read them is complete),

@@ -53,12 +53,12 @@ unsigned blocks_for(const LayerRows& rows) {
 }
 
 template <typename Launch>
-void dispatch_type(ElementType type, Launch&& launch) {
+void dispatch_type(DType type, Launch&& launch) {
   switch (type) {
-    case ElementType::Float32: return launch(float{});
-    case ElementType::Float16: return launch(__half{});
-    case ElementType::BFloat16: return launch(__nv_bfloat16{});
-    case ElementType::Bool: break;
+    case DType::Float32: return launch(float{});
+    case DType::Float16: return launch(__half{});
+    case DType::BFloat16: return launch(__nv_bfloat16{});
+    case DType::Bool: break;
   }
   throw Error(ErrorKind::Internal, std::string("[") + kOp + "] the layer's rows have no floating type");
 }

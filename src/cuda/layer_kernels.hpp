@@ -13,7 +13,7 @@ namespace heed::cuda {
 // Rows (b, i) of [batches, rows_per_batch, width] at b·batch_stride + i·row_stride (elements).
 struct LayerRows {
   void* data = nullptr;
-  ElementType type = ElementType::Float32;
+  DType type = DType::Float32;
   std::int64_t batches = 0, rows_per_batch = 0, width = 0;
   std::int64_t batch_stride = 0, row_stride = 0;
 };

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include "core/format.hpp"
 #include "cuda/check.hpp"
@@ -100,6 +101,17 @@ void check_device_pointer(const void* data, Device device, const char* name, con
   if (!on_device) {
     throw Error(ErrorKind::InvalidArgument,
                 format("[{}] {} data is not memory of {}", op, name, device.to_string()));
+  }
+}
+
+void check_device_pointers(const call::Call& c, Device device) {
+  const std::int64_t q_rows = c.batch * c.q_heads * c.q_len, kv_rows = c.batch * c.kv_heads * c.kv_len;
+  const std::pair<const void*, std::int64_t> tensors[] = {
+      {c.q, q_rows * c.head_dim}, {c.k, kv_rows * c.head_dim}, {c.v, kv_rows * c.value_dim},
+      {c.out, q_rows * c.value_dim}, {c.mask.data, q_rows}, {c.sinks.data, c.q_heads}};
+  const char* names[] = {"q", "k", "v", "out", "mask", "sinks"};
+  for (int i = 0; i < 6; ++i) {
+    if (tensors[i].second > 0) check_device_pointer(tensors[i].first, device, names[i]);
   }
 }
 

@@ -32,10 +32,10 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_function() {
 
 namespace {
 
-CUtensorMapDataType map_type_of(ElementType type, const char* what) {
+CUtensorMapDataType map_type_of(DType type, const char* what) {
   switch (type) {
-    case ElementType::Float16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-    case ElementType::BFloat16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    case DType::Float16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    case DType::BFloat16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
     default: throw Error(ErrorKind::Internal, format("[heed::attention] {}: float16 and bfloat16 only", what));
   }
 }
@@ -54,7 +54,7 @@ void byte_strides_of(const cuuint64_t (&dims)[kRank], const std::int64_t (&strid
 }
 
 template <int kRank>
-CUtensorMap encode(const void* data, ElementType type, const cuuint64_t (&dims)[kRank],
+CUtensorMap encode(const void* data, DType type, const cuuint64_t (&dims)[kRank],
                    const cuuint64_t (&byte_strides)[kRank - 1], const cuuint32_t (&box)[kRank], const char* what) {
   cuuint32_t element_strides[kRank];
   for (int axis = 0; axis < kRank; ++axis) element_strides[axis] = 1;
@@ -77,7 +77,7 @@ CUtensorMap encode(const void* data, ElementType type, const cuuint64_t (&dims)[
 
 }  // namespace
 
-CUtensorMap kv_tensor_map(const void* data, ElementType type, const Geometry& g, std::int64_t columns,
+CUtensorMap kv_tensor_map(const void* data, DType type, const Call& g, std::int64_t columns,
                           std::int64_t keys, const Strides4& strides, int box_keys, const char* what) {
   const cuuint64_t dims[4] = {static_cast<cuuint64_t>(columns),
                               static_cast<cuuint64_t>(std::max<std::int64_t>(keys, 1)),
@@ -89,7 +89,7 @@ CUtensorMap kv_tensor_map(const void* data, ElementType type, const Geometry& g,
   return encode(data, type, dims, byte_strides, box, what);
 }
 
-bool row_tensor_map_fits(const void* data, const Geometry& g, const Strides4& strides) {
+bool row_tensor_map_fits(const void* data, const Call& g, const Strides4& strides) {
   if (g.group < 1 || 64 % g.group != 0) return false;
   if (reinterpret_cast<std::uintptr_t>(data) % 16 != 0 || strides.s[3] != 1) return false;
   const std::int64_t extents[3] = {g.batch, g.q_heads, g.q_len};
@@ -100,7 +100,7 @@ bool row_tensor_map_fits(const void* data, const Geometry& g, const Strides4& st
   return true;
 }
 
-CUtensorMap row_tensor_map(const void* data, ElementType type, const Geometry& g, std::int64_t columns,
+CUtensorMap row_tensor_map(const void* data, DType type, const Call& g, std::int64_t columns,
                            const Strides4& strides, const char* what) {
   const cuuint64_t dims[5] = {static_cast<cuuint64_t>(columns), static_cast<cuuint64_t>(g.group),
                               static_cast<cuuint64_t>(std::max<std::int64_t>(g.q_len, 1)),

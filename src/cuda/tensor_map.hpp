@@ -16,18 +16,18 @@ namespace heed::cuda {
 // reads past either end as zeros. Sizes of 1 take a packed stride (any value does; the planner
 // checked the others: positive, multiples of 16 bytes, under 2^40). keys = 0 is described as 1
 // key: a kernel then loads no tile. `what` names the operand and its kernel in errors.
-CUtensorMap kv_tensor_map(const void* data, ElementType type, const Geometry& g, std::int64_t columns,
+CUtensorMap kv_tensor_map(const void* data, DType type, const Call& g, std::int64_t columns,
                           std::int64_t keys, const Strides4& strides, int box_keys, const char* what);
 
 // Whether a [B, Hq, Lq, E] operand (Q or the output) can be described by row_tensor_map: the
 // group divides 64, rows are contiguous and 16-byte aligned, and the strides of dims longer
 // than 1 are positive multiples of 16 bytes under 2^40 bytes.
-bool row_tensor_map_fits(const void* data, const Geometry& g, const Strides4& strides);
+bool row_tensor_map_fits(const void* data, const Call& g, const Strides4& strides);
 // The map of such an operand as the tiled kernels' packed rows (row r of a key head's group:
 // position r / group of query head r % group): dims (E, group, Lq, Hkv, B), boxes of 64 columns
 // × group heads × 64 / group positions, i.e. 64 consecutive packed rows; 128-byte swizzle.
 // Positions past Lq read as zeros and are not written.
-CUtensorMap row_tensor_map(const void* data, ElementType type, const Geometry& g, std::int64_t columns,
+CUtensorMap row_tensor_map(const void* data, DType type, const Call& g, std::int64_t columns,
                            const Strides4& strides, const char* what);
 
 }  // namespace heed::cuda

@@ -45,12 +45,12 @@ void run_tiled(const TiledArgs& args, const plan::CudaRoute& route, cudaStream_t
     run_tiled_hopper(args, route, stream);
     return;
   }
-  const dim3 grid(static_cast<unsigned>(s.row_blocks), static_cast<unsigned>(args.g.kv_heads),
-                  static_cast<unsigned>(args.g.batch * s.value_parts));
+  const dim3 grid(static_cast<unsigned>(s.row_blocks), static_cast<unsigned>(args.kv_heads),
+                  static_cast<unsigned>(args.batch * s.value_parts));
   LaunchRecord record(route.plan.kernel_name.c_str(), grid.x, grid.y, grid.z, stream);
-  switch (args.type) {
-    case ElementType::Float16: launch_typed<__half>(s.config, args, grid, stream); break;
-    case ElementType::BFloat16: launch_typed<__nv_bfloat16>(s.config, args, grid, stream); break;
+  switch (args.dtype) {
+    case DType::Float16: launch_typed<__half>(s.config, args, grid, stream); break;
+    case DType::BFloat16: launch_typed<__nv_bfloat16>(s.config, args, grid, stream); break;
     default: throw Error(ErrorKind::Internal, "[heed::attention] tiled route: float16 and bfloat16 only");
   }
   check_launch("heed::attention", route.plan.kernel_name.c_str());

@@ -11,8 +11,8 @@
 
 namespace heed::cuda {
 
-struct TiledArgs : CallArgs {
-  float scale_log2 = 1.0f;      // scale × log2(e): scores live in the log2 domain
+struct TiledArgs : Call {
+  score::Transform transform;   // in log2 units: scores are exponents of 2
   std::int64_t rows = 0;        // group × Lq packed rows per (batch, key head)
   std::int64_t row_blocks = 0;  // ceil(rows / block_m)
   bool wide_out = false;        // out rows take 16-byte stores (stride-1, 16-byte aligned)

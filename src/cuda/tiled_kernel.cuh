@@ -171,16 +171,31 @@ __device__ __forceinline__ void visible_columns(int n0, const int (&key_lo)[2], 
   }
 }
 
-// An edge tile's scores to the log2 domain: scaled in the visible columns, -inf elsewhere.
+// A tile's dot products to scores in the log2 domain, by the score header's transform: scaled,
+// then capped where the call has a softcap.
 template <int kNTiles>
-__device__ __forceinline__ void scale_visible(float (&s)[kNTiles][4], const int (&lo)[2], const int (&hi)[2],
-                                              int quad_col, float scale_log2) {
+__device__ __forceinline__ void transform_scores(float (&s)[kNTiles][4], const score::Transform& transform) {
+#pragma unroll
+  for (int j = 0; j < kNTiles; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[j][e] *= transform.dot_scale;
+  if (!transform.capped()) return;
+#pragma unroll
+  for (int j = 0; j < kNTiles; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[j][e] = transform.cap(s[j][e], Exp2Approx{});
+}
+
+// An edge tile's scores: -inf outside the visible columns.
+template <int kNTiles>
+__device__ __forceinline__ void hide_invisible(float (&s)[kNTiles][4], const int (&lo)[2], const int (&hi)[2],
+                                               int quad_col) {
 #pragma unroll
   for (int j = 0; j < kNTiles; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int col = 8 * j + 2 * quad_col + (e & 1), half = e >> 1;
-      s[j][e] = col >= lo[half] && col <= hi[half] ? s[j][e] * scale_log2 : -INFINITY;
+      s[j][e] = col >= lo[half] && col <= hi[half] ? s[j][e] : -INFINITY;
     }
 }
 
@@ -194,7 +209,7 @@ using Scores = float[kNTiles][4];
 // is the element offset of (row, key n0 + 2·(lane % 4)); kUnit: the keys' stride is 1, so
 // every read is an immediate offset from one pointer per row.
 template <typename M, bool kBool, bool kUnit, int kNTiles>
-__device__ __forceinline__ void apply_mask_rows(Scores<kNTiles>& s, const MaskArgs& mask,
+__device__ __forceinline__ void apply_mask_rows(Scores<kNTiles>& s, const call::Mask& mask,
                                                 const std::int64_t (&row)[2], int quad_col, const int (&lo)[2],
                                                 const int (&hi)[2]) {
   const std::int64_t stride = kUnit ? 1 : mask.strides.s[3];
@@ -219,7 +234,7 @@ __device__ __forceinline__ void apply_mask_rows(Scores<kNTiles>& s, const MaskAr
 }
 
 template <typename M, bool kBool, int kNTiles>
-__device__ __forceinline__ void apply_mask(Scores<kNTiles>& s, const MaskArgs& mask, const std::int64_t (&row)[2],
+__device__ __forceinline__ void apply_mask(Scores<kNTiles>& s, const call::Mask& mask, const std::int64_t (&row)[2],
                                            int quad_col, const int (&lo)[2], const int (&hi)[2]) {
   if (mask.strides.s[3] == 1) {
     apply_mask_rows<M, kBool, true, kNTiles>(s, mask, row, quad_col, lo, hi);
@@ -241,7 +256,7 @@ __global__ void __launch_bounds__(Traits<D, Dv>::kThreads, Traits<D, Dv>::kMinBl
   uint4* const q_tile = shared;
   uint4* const ring = shared + Tr::kQTile;
 
-  const Geometry& g = a.g;
+  const Call& g = a;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int quad_row = lane >> 2, quad_col = lane & 3;
   // z = b × value_parts + part: the part's Dv columns of v and out (whole 16-byte chunks apart).
@@ -386,11 +401,12 @@ __global__ void __launch_bounds__(Traits<D, Dv>::kThreads, Traits<D, Dv>::kMinBl
     // behind the window): its scores are masked one by one.
     const bool edge = n0 + kBlockN > kv_len || (g.causal && n0 + kBlockN - 1 > reach.diag_first) ||
                       (window > 0 && n0 <= reach.diag_last - window);
-    if (edge || g.mask.kind != MaskType::None) {
+    transform_scores<kNTiles>(s, a.transform);
+    if (edge || g.mask.kind != MaskKind::None) {
       int lo[2], hi[2];
       visible_columns<kBlockN>(n0, key_lo, key_hi, lo, hi);
-      scale_visible<kNTiles>(s, lo, hi, quad_col, a.scale_log2);
-      if (g.mask.kind != MaskType::None) {
+      hide_invisible<kNTiles>(s, lo, hi, quad_col);
+      if (g.mask.kind != MaskKind::None) {
         // The mask's offsets of this lane's rows (a row past the last is never read: hi = -1).
         std::int64_t mask_row[2];
 #pragma unroll
@@ -400,22 +416,17 @@ __global__ void __launch_bounds__(Traits<D, Dv>::kThreads, Traits<D, Dv>::kMinBl
                            std::int64_t(r / group) * g.mask.strides.s[2] +
                            std::int64_t(n0 + 2 * quad_col) * g.mask.strides.s[3];
         }
-        switch (g.mask.kind == MaskType::Bool ? ElementType::Bool : g.mask.type) {
-          case ElementType::Bool:
+        switch (g.mask.kind == MaskKind::Bool ? DType::Bool : g.mask.dtype) {
+          case DType::Bool:
             apply_mask<unsigned char, true, kNTiles>(s, g.mask, mask_row, quad_col, lo, hi);
             break;
-          case ElementType::Float16: apply_mask<__half, false, kNTiles>(s, g.mask, mask_row, quad_col, lo, hi); break;
-          case ElementType::BFloat16:
+          case DType::Float16: apply_mask<__half, false, kNTiles>(s, g.mask, mask_row, quad_col, lo, hi); break;
+          case DType::BFloat16:
             apply_mask<__nv_bfloat16, false, kNTiles>(s, g.mask, mask_row, quad_col, lo, hi);
             break;
-          case ElementType::Float32: apply_mask<float, false, kNTiles>(s, g.mask, mask_row, quad_col, lo, hi); break;
+          case DType::Float32: apply_mask<float, false, kNTiles>(s, g.mask, mask_row, quad_col, lo, hi); break;
         }
       }
-    } else {
-#pragma unroll
-      for (int j = 0; j < kNTiles; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[j][e] *= a.scale_log2;
     }
 
     // Online softmax: new maxima, the old state rescaled, weights P = 2^(s - max). A row that
@@ -470,17 +481,9 @@ __global__ void __launch_bounds__(Traits<D, Dv>::kThreads, Traits<D, Dv>::kMinBl
   for (int half = 0; half < 2; ++half) {
     const float total = quad_sum(row_sum[half]);
     const int r = row0 + warp * 16 + quad_row + 8 * half;
-    factor[half] = 0.0f;
-    if (r < rows && row_max[half] != -INFINITY) {
-      if (g.sinks.data != nullptr) {
-        const float sink = sink_logit(g.sinks, kv_head * group + r % group) * kLog2e;
-        const float top = fmaxf(row_max[half], sink);
-        const float keep = exp2_approx(row_max[half] - top);
-        factor[half] = keep / (total * keep + exp2_approx(sink - top));
-      } else {
-        factor[half] = 1.0f / total;
-      }
-    }
+    const bool sinks = g.sinks.data != nullptr && r < rows;
+    const float sink = sinks ? sink_logit(g.sinks, kv_head * group + r % group) * kLog2e : 0.0f;
+    factor[half] = score::finalize_weight(row_max[half], total, sinks, sink, Exp2Approx{});
   }
 
   // Through this warp's own rows of the Q tile, to 16-byte stores of whole output rows.

@@ -39,8 +39,8 @@ __device__ __forceinline__ void merge_key_groups(float (&m)[R], float (&l)[R], f
       const float m_other = __shfl_xor_sync(0xffffffffu, m[r], offset);
       const float l_other = __shfl_xor_sync(0xffffffffu, l[r], offset);
       const float m_new = fmaxf(m[r], m_other);
-      const float a = m_new == -INFINITY ? 0.0f : exp2f(m[r] - m_new);
-      const float b = m_new == -INFINITY ? 0.0f : exp2f(m_other - m_new);
+      const float a = exp2f(m[r] - score::exp_offset(m_new));
+      const float b = exp2f(m_other - score::exp_offset(m_new));
       l[r] = l[r] * a + l_other * b;
 #pragma unroll
       for (int c = 0; c < C; ++c) {
@@ -83,8 +83,8 @@ __device__ __forceinline__ void issue_step(const VectorArgs& a, uint4* ring, int
         copy_async_16(ring_slot<U, C>(ring, stage, u, c, 1), v_row + v_off[c]);
       } else {
         const std::int64_t d0 = std::int64_t(c * L + sub) * E;
-        *ring_slot<U, C>(ring, stage, u, c, 0) = load_chunk(k_row, a.k_strides.s[3], d0, a.g.head_dim, false);
-        *ring_slot<U, C>(ring, stage, u, c, 1) = load_chunk(v_row, a.v_strides.s[3], d0, a.g.value_dim, false);
+        *ring_slot<U, C>(ring, stage, u, c, 0) = load_chunk(k_row, a.k_strides.s[3], d0, a.head_dim, false);
+        *ring_slot<U, C>(ring, stage, u, c, 1) = load_chunk(v_row, a.v_strides.s[3], d0, a.value_dim, false);
       }
     }
   }
@@ -121,7 +121,7 @@ __device__ __forceinline__ void compute_step(const VectorArgs& a, const RowInfo*
                                              const uint4 (&k_raw)[U][C], const uint4 (&v_raw)[U][C], float (&m)[R],
                                              float (&l)[R], float (&acc)[R][C][16 / sizeof(T)]) {
   constexpr int E = 16 / sizeof(T);
-  const Geometry& g = a.g;
+  const Call& g = a;
   float s[R][U];
 #pragma unroll
   for (int u = 0; u < U; ++u) {
@@ -152,7 +152,8 @@ __device__ __forceinline__ void compute_step(const VectorArgs& a, const RowInfo*
       const std::int64_t j = j0 + u;
       const bool visible = info.valid && j < key_end && j >= info.begin && j < info.end;
       float score = visible ? s[r][u] : -INFINITY;
-      if (visible && g.mask.kind != MaskType::None) score += mask_term(g.mask, b, info.head, info.position, j) * kLog2e;
+      if (visible && a.transform.capped()) score = a.transform.cap(score, Exp2Approx{});
+      if (visible && g.mask.kind != MaskKind::None) score += mask_term(g.mask, b, info.head, info.position, j) * kLog2e;
       s[r][u] = score;
       step_max = fmaxf(step_max, score);
     }
@@ -161,7 +162,7 @@ __device__ __forceinline__ void compute_step(const VectorArgs& a, const RowInfo*
     float sum = 0.0f;
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      s[r][u] = m_new == -INFINITY ? 0.0f : exp2f(s[r][u] - m_new);
+      s[r][u] = exp2f(s[r][u] - score::exp_offset(m_new));
       sum += s[r][u];
     }
     l[r] = l[r] * alpha + sum;
@@ -222,7 +223,7 @@ __device__ __forceinline__ void compute_step_owned(const VectorArgs& a, const Ow
                                                    float (&acc)[R][C][16 / sizeof(T)]) {
   constexpr int E = 16 / sizeof(T);
   constexpr int N = R * U;
-  const Geometry& g = a.g;
+  const Call& g = a;
   float s[N];
 #pragma unroll
   for (int u = 0; u < U; ++u) {
@@ -249,7 +250,8 @@ __device__ __forceinline__ void compute_step_owned(const VectorArgs& a, const Ow
 
   const bool visible = j >= own_row_info.lo && j < own_row_info.hi;
   float score = visible ? s[0] : -INFINITY;
-  if (visible && g.mask.kind != MaskType::None) {
+  if (visible && a.transform.capped()) score = a.transform.cap(score, Exp2Approx{});
+  if (visible && g.mask.kind != MaskKind::None) {
     score += mask_term(g.mask, b, own_row_info.head, own_row_info.position, j) * kLog2e;
   }
   // The row's maximum over its U keys (lanes `stride` apart), then every row's to every lane.
@@ -269,7 +271,7 @@ __device__ __forceinline__ void compute_step_owned(const VectorArgs& a, const Ow
       alpha_own = alpha[r];
     }
   }
-  const float p = m_own == -INFINITY ? 0.0f : fast_exp2(score - m_own);
+  const float p = fast_exp2(score - score::exp_offset(m_own));
   l_own = l_own * alpha_own + p;
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -324,7 +326,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // the merge may launch now
 #endif
-  const Geometry& g = a.g;
+  const Call& g = a;
   const int L = a.lanes_per_key;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int sub = lane & (L - 1);
@@ -375,7 +377,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
                                                 a.wide_loads)
                                    : make_uint4(0, 0, 0, 0);
 #pragma unroll
-      for (int e = 0; e < E; ++e) q[r][c][e] = chunk_element<T>(raw, e) * a.scale_log2;
+      for (int e = 0; e < E; ++e) q[r][c][e] = chunk_element<T>(raw, e) * a.transform.dot_scale;
     }
   }
 
@@ -500,13 +502,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, warp_m[w][r]);
     float l_all = 0.0f, o = 0.0f;
-    if (m_all != -INFINITY) {
+    const float offset = score::exp_offset(m_all);
 #pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float weight = exp2f(warp_m[w][r] - m_all);
-        l_all += warp_l[w][r] * weight;
-        o += warp_acc[w][r][d] * weight;
-      }
+    for (int w = 0; w < kWarps; ++w) {
+      const float weight = exp2f(warp_m[w][r] - offset);
+      l_all += warp_l[w][r] * weight;
+      o += warp_acc[w][r][d] * weight;
     }
     store_block_row<T>(a, b, kv_head, part, row0 + r, info, d, m_all, l_all, o);
   }
@@ -532,7 +533,7 @@ __global__ void __launch_bounds__(kMergeThreads) vector_merge_kernel(const Vecto
   // Launched programmatically dependent on pass 1: its partials are complete and visible after this.
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
-  const Geometry& g = a.g;
+  const Call& g = a;
   const std::int64_t dv = g.value_dim, parts = a.partitions;
   const std::int64_t column_blocks = (dv + kMergeColumns - 1) / kMergeColumns;
   const std::int64_t row = blockIdx.x / column_blocks, column0 = (blockIdx.x % column_blocks) * kMergeColumns;
@@ -559,8 +560,8 @@ __global__ void __launch_bounds__(kMergeThreads) vector_merge_kernel(const Vecto
 #pragma unroll
     for (int i = 0; i < kMergeBatch; ++i) {
       const float m_new = fmaxf(m, m_part[i]);
-      const float keep = m_new == -INFINITY ? 0.0f : exp2f(m - m_new);
-      const float add = m_new == -INFINITY ? 0.0f : exp2f(m_part[i] - m_new);
+      const float keep = exp2f(m - score::exp_offset(m_new));
+      const float add = exp2f(m_part[i] - score::exp_offset(m_new));
       l = l * keep + l_part[i] * add;
 #pragma unroll
       for (int c = 0; c < kMergeColumnsPerLane; ++c) o[c] = o[c] * keep + o_part[i][c] * add;
@@ -581,13 +582,12 @@ __global__ void __launch_bounds__(kMergeThreads) vector_merge_kernel(const Vecto
 #pragma unroll
   for (int w = 0; w < kMergeWarps; ++w) m_all = fmaxf(m_all, warp_m[w]);
   float l_all = 0.0f, total = 0.0f;
-  if (m_all != -INFINITY) {
+  const float offset = score::exp_offset(m_all);
 #pragma unroll
-    for (int w = 0; w < kMergeWarps; ++w) {
-      const float weight = exp2f(warp_m[w] - m_all);
-      l_all += warp_l[w] * weight;
-      total += warp_o[w][threadIdx.x] * weight;
-    }
+  for (int w = 0; w < kMergeWarps; ++w) {
+    const float weight = exp2f(warp_m[w] - offset);
+    l_all += warp_l[w] * weight;
+    total += warp_o[w][threadIdx.x] * weight;
   }
   const std::int64_t head = kv_head * g.group + row / g.q_len, position = row % g.q_len;
   write_row<T>(a, b, head, position, d, m_all, l_all, total);
@@ -676,8 +676,8 @@ void run_typed(const VectorArgs& args, const plan::CudaRoute& route, cudaStream_
   a.k_steps = s.k_steps;
   a.v_steps = s.v_steps;
   a.ring_items = s.ring_items;
-  const dim3 grid(static_cast<unsigned>(s.partitions * s.row_tiles), static_cast<unsigned>(a.g.kv_heads),
-                  static_cast<unsigned>(a.g.batch));
+  const dim3 grid(static_cast<unsigned>(s.partitions * s.row_tiles), static_cast<unsigned>(a.kv_heads),
+                  static_cast<unsigned>(a.batch));
   if (s.tma) {
     run_tma<T>(a, route, grid, stream);
   } else {
@@ -696,7 +696,7 @@ void run_typed(const VectorArgs& args, const plan::CudaRoute& route, cudaStream_
     check_launch("heed::attention", route.plan.kernel_name.c_str());
   }
   if (s.partitions > 1) {
-    const auto column_blocks = (a.g.value_dim + kMergeColumns - 1) / kMergeColumns;
+    const auto column_blocks = (a.value_dim + kMergeColumns - 1) / kMergeColumns;
     const dim3 merge_grid(static_cast<unsigned>(s.rows * column_blocks), grid.y, grid.z);
     LaunchRecord record(route.merge_kernel_name.c_str(), merge_grid.x, merge_grid.y, merge_grid.z, stream);
     launch_merge<T>(a, route, merge_grid, stream);
@@ -707,11 +707,11 @@ void run_typed(const VectorArgs& args, const plan::CudaRoute& route, cudaStream_
 }  // namespace
 
 void run_vector(const VectorArgs& args, const plan::CudaRoute& route, cudaStream_t stream) {
-  switch (args.type) {
-    case ElementType::Float32: return run_typed<float>(args, route, stream);
-    case ElementType::Float16: return run_typed<__half>(args, route, stream);
-    case ElementType::BFloat16: return run_typed<__nv_bfloat16>(args, route, stream);
-    case ElementType::Bool: break;
+  switch (args.dtype) {
+    case DType::Float32: return run_typed<float>(args, route, stream);
+    case DType::Float16: return run_typed<__half>(args, route, stream);
+    case DType::BFloat16: return run_typed<__nv_bfloat16>(args, route, stream);
+    case DType::Bool: break;
   }
   throw Error(ErrorKind::Internal, "[heed::attention] vector route: unsupported dtype");
 }

@@ -19,35 +19,26 @@ __device__ __forceinline__ RowInfo row_info(const VectorArgs& a, std::int64_t kv
   RowInfo info{};
   info.valid = row < a.rows;
   if (info.valid) {
-    info.head = kv_head * a.g.group + row / a.g.q_len;
-    info.position = row % a.g.q_len;
-    const KeyRange range = keys_for_row(a.g, info.position);
+    info.head = kv_head * a.group + row / a.q_len;
+    info.position = row % a.q_len;
+    const KeyRange range = score::keys_for_row(a, info.position);
     info.begin = range.begin;
     info.end = range.end;
   }
   return info;
 }
 
-// Writes one finished row: out = acc / (sum + exp(sink)), all in the log2 frame of m; a row
-// with no visible key is zeros.
+// Writes one finished row by the score header's finalize step, in the log2 frame of m: out =
+// acc / (sum + 2^sink); a row that saw no key is zeros.
 template <typename T>
 __device__ __forceinline__ void write_row(const VectorArgs& a, std::int64_t b, std::int64_t h, std::int64_t i,
                                           std::int64_t d, float m, float l, float acc) {
-  float value = 0.0f;
-  if (m != -INFINITY) {
-    float frame = m;
-    float sink_weight = 0.0f;
-    if (a.g.sinks.data != nullptr) {
-      const float sink = sink_logit(a.g.sinks, h) * kLog2e;
-      frame = fmaxf(m, sink);
-      sink_weight = exp2f(sink - frame);
-    }
-    const float scale = exp2f(m - frame);
-    value = acc * scale / (l * scale + sink_weight);
-  }
+  const bool sinks = a.sinks.data != nullptr;
+  const float weight = score::finalize_weight(m, l, sinks, sinks ? sink_logit(a.sinks, h) * kLog2e : 0.0f,
+                                              [](float x) { return exp2f(x); });
   T* out = static_cast<T*>(a.out);
   out[b * a.out_strides.s[0] + h * a.out_strides.s[1] + i * a.out_strides.s[2] + d * a.out_strides.s[3]] =
-      from_float<T>(value);
+      from_float<T>(score::finalize_value(acc, weight));
 }
 
 // A block's result for row `row` (of group × Lq), column d: the final output when the keys are
@@ -60,8 +51,8 @@ __device__ __forceinline__ void store_block_row(const VectorArgs& a, std::int64_
     write_row<T>(a, b, info.head, info.position, d, m, l, o);
     return;
   }
-  const std::int64_t dv = a.g.value_dim;
-  float* slot = a.partials + (((b * a.g.kv_heads + kv_head) * a.rows + row) * a.partitions + part) * (dv + 2);
+  const std::int64_t dv = a.value_dim;
+  float* slot = a.partials + (((b * a.kv_heads + kv_head) * a.rows + row) * a.partitions + part) * (dv + 2);
   if (d == 0) {
     slot[0] = m;
     slot[1] = l;

@@ -194,10 +194,10 @@ __device__ __forceinline__ void issue_item(const VectorArgs& a, const Copies& st
   if (!a.wide_loads) {
     if (values) {
       store_item_elements<T, VC>(base, static_cast<const T*>(st.v_elements), a.v_strides.s[2], a.v_strides.s[3],
-                                 a.g.value_dim, st.keys, a.v_steps, key0, gid, tq, true);
+                                 a.value_dim, st.keys, a.v_steps, key0, gid, tq, true);
     } else {
       store_item_elements<T, KC>(base, static_cast<const T*>(st.k_elements), a.k_strides.s[2], a.k_strides.s[3],
-                                 a.g.head_dim, st.keys, a.k_steps, key0, gid, tq, false);
+                                 a.head_dim, st.keys, a.k_steps, key0, gid, tq, false);
     }
   } else if (!values) {
 #pragma unroll
@@ -208,7 +208,7 @@ __device__ __forceinline__ void issue_item(const VectorArgs& a, const Copies& st
       for (int p = 0; p < KC; ++p) {
         if (p >= a.k_steps) break;
         const int chunk = 4 * p + tq;
-        const bool ok = key < st.keys && chunk * E < a.g.head_dim;
+        const bool ok = key < st.keys && chunk * E < a.head_dim;
         copy_async_16_or_zero(base + (2 * p + h) * kChunkBytes, ok ? row + chunk * 16 : st.k_rows, ok);
       }
     }
@@ -221,7 +221,7 @@ __device__ __forceinline__ void issue_item(const VectorArgs& a, const Copies& st
       for (int j = 0; j < VC; ++j) {
         if (j >= a.v_steps) break;
         const int chunk = 8 * j + gid;
-        const bool ok = key < st.keys && chunk * E < a.g.value_dim;
+        const bool ok = key < st.keys && chunk * E < a.value_dim;
         copy_async_16_or_zero(base + (4 * j + kk) * kChunkBytes, ok ? row + chunk * 16 : st.v_rows, ok);
       }
     }
@@ -297,13 +297,12 @@ __device__ __forceinline__ void merge_warps(const VectorArgs& a, std::int64_t b,
 #pragma unroll
     for (int w = 0; w < W; ++w) m_all = fmaxf(m_all, warp_m[w][r]);
     float l_all = 0.0f, o = 0.0f;
-    if (m_all != -INFINITY) {
+    const float offset = score::exp_offset(m_all);
 #pragma unroll
-      for (int w = 0; w < W; ++w) {
-        const float weight = exp2f(warp_m[w][r] - m_all);
-        l_all += warp_l[w][r] * weight;
-        o += warp_out[(w * kRowsPerWarp + r) * kClass + d] * weight;
-      }
+    for (int w = 0; w < W; ++w) {
+      const float weight = exp2f(warp_m[w][r] - offset);
+      l_all += warp_l[w][r] * weight;
+      o += warp_out[(w * kRowsPerWarp + r) * kClass + d] * weight;
     }
     store_block_row<T>(a, b, kv_head, part, row0 + r, rows[r], d, m_all, l_all, o);
   }
@@ -364,12 +363,16 @@ __device__ __forceinline__ void softmax_item(const VectorArgs& a, const RowInfo*
     for (int e = 0; e < 2; ++e) {
       const bool visible_a = key_a >= lo[nt][e] && key_a < hi[nt][e];
       const bool visible_b = key_b >= lo[nt][e] && key_b < hi[nt][e];
-      float score_a = (s[nt][e] + s_odd[nt][e]) * a.scale_log2;
-      float score_b = (s[nt][2 + e] + s_odd[nt][2 + e]) * a.scale_log2;
-      if (kMasks && a.g.mask.kind != MaskType::None) {
+      float score_a = (s[nt][e] + s_odd[nt][e]) * a.transform.dot_scale;
+      float score_b = (s[nt][2 + e] + s_odd[nt][2 + e]) * a.transform.dot_scale;
+      if (a.transform.capped()) {
+        score_a = a.transform.cap(score_a, Exp2Approx{});
+        score_b = a.transform.cap(score_b, Exp2Approx{});
+      }
+      if (kMasks && a.mask.kind != MaskKind::None) {
         const RowInfo& row = rows[nt * 8 + 2 * tq + e];
-        if (visible_a) score_a += mask_term(a.g.mask, b, row.head, row.position, key_begin + key_a) * kLog2e;
-        if (visible_b) score_b += mask_term(a.g.mask, b, row.head, row.position, key_begin + key_b) * kLog2e;
+        if (visible_a) score_a += mask_term(a.mask, b, row.head, row.position, key_begin + key_a) * kLog2e;
+        if (visible_b) score_b += mask_term(a.mask, b, row.head, row.position, key_begin + key_b) * kLog2e;
       }
       score_a = visible_a ? score_a : -INFINITY;
       score_b = visible_b ? score_b : -INFINITY;
@@ -379,10 +382,10 @@ __device__ __forceinline__ void softmax_item(const VectorArgs& a, const RowInfo*
       step_max = fmaxf(step_max, __shfl_xor_sync(0xffffffffu, step_max, 8));
       step_max = fmaxf(step_max, __shfl_xor_sync(0xffffffffu, step_max, 16));
       const float m_new = fmaxf(acc.m[nt][e], step_max);
-      const bool none = m_new == -INFINITY;
-      alpha[e] = none ? 1.0f : fast_exp2(acc.m[nt][e] - m_new);
-      p_a[e] = none ? 0.0f : fast_exp2(score_a - m_new);
-      p_b[e] = none ? 0.0f : fast_exp2(score_b - m_new);
+      const float offset = score::exp_offset(m_new);
+      alpha[e] = m_new == -INFINITY ? 1.0f : fast_exp2(acc.m[nt][e] - m_new);
+      p_a[e] = fast_exp2(score_a - offset);
+      p_b[e] = fast_exp2(score_b - offset);
       acc.l[nt][e] = acc.l[nt][e] * alpha[e] + p_a[e] + p_b[e];
       acc.m[nt][e] = m_new;
     }
@@ -471,7 +474,7 @@ __global__ void __launch_bounds__(kThreads) vector_mma_kernel(const VectorArgs a
   // The merge pass may launch now; it waits for this grid's completion before reading.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
-  const Geometry& g = a.g;
+  const Call& g = a;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int gid = lane >> 2, tq = lane & 3;
   const std::int64_t b = blockIdx.z, kv_head = blockIdx.y;
@@ -598,8 +601,8 @@ void launch_kernel(const VectorArgs& a, const plan::CudaVectorShape& s, dim3 gri
 // the fast path where it applies.
 template <typename T, int kClass>
 void launch_class(const VectorArgs& a, const plan::CudaVectorShape& s, dim3 grid, cudaStream_t stream) {
-  const bool fast = a.wide_loads && a.g.head_dim == kClass && a.g.value_dim == kClass &&
-                    a.g.mask.kind == MaskType::None;
+  const bool fast = a.wide_loads && a.head_dim == kClass && a.value_dim == kClass &&
+                    a.mask.kind == MaskKind::None;
   if (s.row_tile <= 8 || kRowTiles<kClass> == 1) {
     return fast ? launch_kernel<T, kClass, 1, true>(a, s, grid, stream)
                 : launch_kernel<T, kClass, 1, false>(a, s, grid, stream);

@@ -15,9 +15,9 @@ void make_vector_tma_maps(VectorTmaArgs& args, const plan::CudaVectorShape& shap
                 "[heed::attention] TMA vector kernel planned for rows that are not 16-byte chunks");
   }
   // Keys past the visible span (the last tile of the last partition) read as zeros.
-  args.k_map = kv_tensor_map(args.k, args.type, args.g, args.g.head_dim, shape.span_end, args.k_strides,
+  args.k_map = kv_tensor_map(args.k, args.dtype, args, args.head_dim, shape.span_end, args.k_strides,
                              plan::cuda::kVectorMmaKeysPerTile, "the TMA vector kernel's k");
-  args.v_map = kv_tensor_map(args.v, args.type, args.g, args.g.value_dim, shape.span_end, args.v_strides,
+  args.v_map = kv_tensor_map(args.v, args.dtype, args, args.value_dim, shape.span_end, args.v_strides,
                              plan::cuda::kVectorMmaKeysPerTile, "the TMA vector kernel's v");
 }
 

@@ -27,11 +27,11 @@
 namespace heed::layer {
 namespace {
 
-cuda::ElementType element_type(DType dtype) {
+DType element_type(DType dtype) {
   switch (dtype) {
-    case DType::Float16: return cuda::ElementType::Float16;
-    case DType::BFloat16: return cuda::ElementType::BFloat16;
-    default: return cuda::ElementType::Float32;
+    case DType::Float16: return DType::Float16;
+    case DType::BFloat16: return DType::BFloat16;
+    default: return DType::Float32;
   }
 }
 
@@ -108,7 +108,7 @@ void forward_cuda(const MultiHeadAttentionConfig& c, const MultiHeadAttentionWei
                   void* workspace, Stream stream) {
   const Device device = weights.q_weight.device;
   const DType dtype = weights.q_weight.dtype;
-  const cuda::ElementType type = element_type(dtype);
+  const DType type = element_type(dtype);
   const std::int64_t batch = hidden.shape[0], length = hidden.shape[1];
   const std::int64_t q_width = c.q_heads * c.head_dim, kv_width = c.kv_heads * c.head_dim;
   const std::string suffix = short_name(dtype);

@@ -28,7 +28,9 @@ std::size_t float_bytes(std::int64_t count_a, std::int64_t count_b, const char* 
 // The keys one query row can see at most: the window bounds it; [first, last) over all rows.
 std::int64_t visible_key_span(const Problem& p) {
   if (p.window == 0) return p.kv_len;
-  return std::min(p.kv_len, checked_add(p.window, p.q_len - 1, kOp, "window + Lq"));
+  // window + rows - 1 keys, at most Lk (validation keeps window <= Lk, so nothing overflows).
+  const std::int64_t rows = std::max<std::int64_t>(p.q_len, 1);
+  return rows - 1 >= p.kv_len - p.window ? p.kv_len : p.window + rows - 1;
 }
 
 struct Fit {
@@ -72,7 +74,7 @@ double tile_floats(const Problem& p, std::int64_t rows, std::int64_t keys) {
 
 // Tiled tiles hold block_q query positions of every head of a group (group × block_q rows).
 std::optional<Fit> fit_tiled(const Problem& p, const CpuInfo& cpu, std::size_t& min_cap) {
-  const std::int64_t group = std::max<std::int64_t>(p.group(), 1);
+  const std::int64_t group = std::max<std::int64_t>(p.group, 1);
   const auto positions_for = [&](std::int64_t rows) {
     return std::clamp<std::int64_t>(rows / group, 1, std::max<std::int64_t>(p.q_len, 1));
   };
@@ -142,7 +144,7 @@ void build_vector(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& 
   auto& reasons = r.plan.reasons;
   const std::int64_t tasks = p.batch * p.kv_heads;
   const std::int64_t span = visible_key_span(p);
-  r.vector_rows = p.group() * p.q_len;
+  r.vector_rows = p.group * p.q_len;
   r.key_chunk = fit.a;
   r.key_blocks = 1;
   if (tasks < cpu.threads && span >= 2 * kVectorMinKeysPerBlock) {
@@ -188,7 +190,7 @@ void plan_amx(CpuRoute& r, const Problem& p, const CpuInfo& cpu) {
   auto& amx = r.amx;
   amx.tiles = cpu.isa == CpuIsa::Amx;
   amx.parts = p.dtype == DType::Float32 ? 3 : p.dtype == DType::Float16 ? 2 : 1;
-  amx.rows = round_up(p.group() * r.block_q, 16);
+  amx.rows = round_up(p.group * r.block_q, 16);
   amx.depth = round_up(p.head_dim, 32);
   amx.columns = round_up(p.value_dim, 16);
   amx.keys = round_up(r.block_k, 32);
@@ -223,12 +225,12 @@ void plan_amx(CpuRoute& r, const Problem& p, const CpuInfo& cpu) {
 void build_tiled(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& fit) {
   r.block_q = fit.a;
   r.block_k = fit.b;
-  const std::int64_t rows = p.group() * r.block_q;
+  const std::int64_t rows = p.group * r.block_q;
   r.plan.kernel = route::Tiled{r.block_q, r.block_k};
   plan_amx(r, p, cpu);
   r.plan.reasons.push_back(format("tiles: {} query positions x {} heads of a key head = {} rows, x {} keys; "
                                   "{} floats of tiles per worker within 1/{} of the {} KiB L2",
-                                  r.block_q, p.group(), rows, r.block_k,
+                                  r.block_q, p.group, rows, r.block_k,
                                   static_cast<std::int64_t>(tile_floats(p, rows, r.block_k)),
                                   kTiledL2Share, cpu.l2_bytes >> 10));
   if (!fit.why.empty()) r.plan.reasons.push_back(fit.why);
@@ -317,7 +319,7 @@ struct MinCaps {
 // where the preferred route's intermediate does not fit (then the plan is capped).
 Pick choose_route(const Problem& p, Fits fits, MinCaps mins, AttentionPlan& plan) {
   auto& reasons = plan.reasons;
-  const std::int64_t rows = p.group() * p.q_len;
+  const std::int64_t rows = p.group * p.q_len;
   switch (p.route) {
     case RouteChoice::Vector:
       if (!fits.vector) no_route_fits(p, "the vector route (16 scores per query row of a key head)", mins.vector);
@@ -344,7 +346,7 @@ Pick choose_route(const Problem& p, Fits fits, MinCaps mins, AttentionPlan& plan
                              kComposedMaxKeys));
   } else if (rows <= kVectorMaxRows && fits.vector) {
     pick = Pick::Vector;
-    reasons.push_back(format("route vector: {} query rows per key head (group {} x Lq {}) <= {}", rows, p.group(),
+    reasons.push_back(format("route vector: {} query rows per key head (group {} x Lq {}) <= {}", rows, p.group,
                              p.q_len, kVectorMaxRows));
   } else if (fits.tiled) {
     reasons.push_back(preferred == Pick::Composed
@@ -372,7 +374,7 @@ CpuRoute plan_cpu(const Problem& p) {
   auto& reasons = r.plan.reasons;
   reasons.push_back(describe(p));
 
-  const std::int64_t rows = p.group() * p.q_len;
+  const std::int64_t rows = p.group * p.q_len;
   std::size_t vector_min = 0, composed_min = 0, tiled_min = 0;
   const auto vector = fit_vector(p, rows, vector_min);
   const auto composed = fit_composed(p, composed_min);

@@ -57,7 +57,7 @@ VectorFit fit_vector_fma(const Problem& p) {
       1, ceil_div(std::max(p.head_dim, p.value_dim), s.elems_per_chunk));
   s.lanes_per_key = static_cast<int>(std::min<std::int64_t>(32, pow2_ceil(chunks)));
   s.chunks_per_lane = static_cast<int>(pow2_ceil(ceil_div(chunks, s.lanes_per_key)));
-  s.rows = p.group() * p.q_len;
+  s.rows = p.group * p.q_len;
   int tile = 1;
   // Rows per tile: within the register budget, and at most lanes_per_key / keys_per_step, so
   // that every score of a step has its own lane (the kernel's transposed reduction).
@@ -110,7 +110,7 @@ bool fit_ring(CudaVectorShape& s, const CudaDeviceInfo& device, int blocks) {
 // Rows, row tile and scores in flight of a tensor-core kernel.
 void fit_mma_rows(VectorFit& fit, const Problem& p) {
   CudaVectorShape& s = fit.shape;
-  s.rows = p.group() * p.q_len;
+  s.rows = p.group * p.q_len;
   s.row_tile = s.rows <= 8 ? 8 : vector_mma_max_row_tile(s.head_class);
   s.row_tiles = std::max<std::int64_t>(1, ceil_div(s.rows, s.row_tile));
   fit.intermediate = float_bytes(std::min<std::int64_t>(std::max<std::int64_t>(s.rows, 1), s.row_tile),
@@ -212,7 +212,7 @@ std::optional<VectorFit> fit_vector(const Problem& p, const CudaDeviceInfo& devi
   }
   const auto cap = p.max_score_bytes ? static_cast<std::size_t>(*p.max_score_bytes)
                                      : std::numeric_limits<std::size_t>::max();
-  const std::int64_t rows = p.group() * p.q_len, groups = p.batch * p.kv_heads;
+  const std::int64_t rows = p.group * p.q_len, groups = p.batch * p.kv_heads;
   const bool few_groups = rows >= kVectorMmaFewGroupRows && groups * kVectorMmaFewGroupsFactor <= device.sm_count;
   tma_why = device.vector_fma || device.vector_mma || device.vector_no_tma
                 ? std::string("HEED_CUDA_VECTOR (or the caller's device description) asks for the cp.async kernels")
@@ -474,7 +474,7 @@ CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device, const CudaVe
   std::size_t tiled_min = 0;
   std::string tiled_why;
   const auto tiled = fit_cuda_tiled(p, device, tiled_min, tiled_why);
-  const std::int64_t rows = p.group() * p.q_len;
+  const std::int64_t rows = p.group * p.q_len;
   bool use_vector = false, use_tiled = false;
   switch (p.route) {
     case RouteChoice::Tiled:
@@ -505,10 +505,10 @@ CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device, const CudaVe
       if (rows <= kVectorMaxRows && vector) {
         use_vector = true;
         reasons.push_back(format("route vector: {} query rows per key head (group {} x Lq {}) <= {}", rows,
-                                 p.group(), p.q_len, kVectorMaxRows));
+                                 p.group, p.q_len, kVectorMaxRows));
       } else if (rows > kVectorMaxRows && tiled) {
         use_tiled = true;
-        reasons.push_back(format("route tiled: {} query rows per key head (group {} x Lq {}) > {}", rows, p.group(),
+        reasons.push_back(format("route tiled: {} query rows per key head (group {} x Lq {}) > {}", rows, p.group,
                                  p.q_len, kVectorMaxRows));
       } else if (composed) {
         reasons.push_back(rows <= kVectorMaxRows

@@ -29,7 +29,7 @@ std::string served_head_sizes() {
 // kernels' block_reach computes them; the same for every (batch, key head) pair.
 std::vector<std::int64_t> row_block_tiles(const Problem& p, const CudaTiledShape& s) {
   std::vector<std::int64_t> tiles(static_cast<std::size_t>(s.row_blocks));
-  const std::int64_t group = p.group(), offset = p.kv_len - p.q_len;
+  const std::int64_t group = p.group, offset = p.kv_len - p.q_len;
   for (std::int64_t i = 0; i < s.row_blocks; ++i) {
     const std::int64_t row0 = (s.row_blocks - 1 - i) * s.block_m, row_last = std::min(row0 + s.block_m, s.rows) - 1;
     std::int64_t begin = 0, end = p.kv_len;
@@ -97,7 +97,7 @@ std::string hopper_why_not(const Problem& p, const CudaDeviceInfo& device, int i
     return format("the wgmma kernel is built for D = Dv in {} only, not D {} / Dv {}", built, p.head_dim,
                   p.value_dim);
   }
-  if (p.mask != MaskKind::None) {
+  if (p.mask_kind != MaskKind::None) {
     return "array masks stay on the mma.sync kernel (the wgmma kernel's consumers would spill reading them per "
            "score)";
   }
@@ -151,7 +151,7 @@ std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInf
   s.q_in_registers = c.q_in_registers;
   s.block_m = std::int64_t{kTiledRowsPerWarp} * c.warps;
   s.block_n = c.block_n;
-  s.rows = p.group() * p.q_len;
+  s.rows = p.group * p.q_len;
   s.row_blocks = (s.rows + s.block_m - 1) / s.block_m;
   s.shared_bytes = tiled_shared_bytes(c);
   s.value_parts = c.value_parts;
@@ -254,7 +254,7 @@ void build_cuda_tiled(CudaRoute& r, const Problem& p, const CudaTiledFit& fit) {
   }
   reasons.push_back(format("tiled rows: the {} heads of a key head packed with its {} positions ({} rows: row r is "
                            "position r / {}, head r % {}), so each K/V tile is read once per group",
-                           p.group(), p.q_len, s.rows, p.group(), p.group()));
+                           p.group, p.q_len, s.rows, p.group, p.group));
   const std::int64_t grid_z = p.batch * s.value_parts;
   std::string order;
   if (fit.finish_head_major > 0) {

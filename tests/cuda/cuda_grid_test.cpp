@@ -188,6 +188,7 @@ void check_case(const CaseSpec& spec) {
   EXPECT_TRUE(matches_reference(out, reference));
   const Comparison comparison = compare(out, reference);
   if (spec.expect_masked_rows) EXPECT_GT(comparison.zero_rows, 0);
+  if (spec.nan_query) EXPECT_GT(comparison.expected_nan, 0) << "a NaN in q must give its row NaN";
 }
 
 constexpr DType f32 = DType::Float32;

@@ -187,9 +187,47 @@ std::vector<CaseSpec> forced_routes_and_empty() {
   };
 }
 
+// Logit softcap on every dtype and route, with a window, sinks and fully masked rows. q and k
+// spread wide (raw scaled scores over ±40), so capped scores span about 2c: the regime where the
+// cap decides the softmax.
+std::vector<CaseSpec> softcap_cases() {
+  std::vector<CaseSpec> cases;
+  const std::pair<RouteChoice, const char*> routes[] = {
+      {RouteChoice::Auto, "auto"}, {kVector, "vector"}, {kTiled, "tiled"}, {kComposed, "composed"}};
+  for (DType dtype : {f32, f16, bf16}) {
+    const std::string dt = short_name(dtype);
+    for (const auto& [route, route_name] : routes) {
+      cases.push_back(Make("softcap_" + dt + "_" + route_name, 1, 4, 2, 33, 150, 64, 64, dtype)
+                          .softcap(30).stddev(4).window(100).sinks().mask(MK::Bool2D).route(route).masked_rows());
+      cases.push_back(Make("softcap_decode_" + dt + "_" + route_name, 2, 8, 2, 1, 300, 128, 128, dtype)
+                          .softcap(50).stddev(4).route(route));
+    }
+    // The prefill kernels' own shapes (on Hopper the wgmma kernel): no array mask.
+    cases.push_back(Make("softcap_prefill_" + dt, 1, 4, 2, 200, 512, 128, 128, dtype).softcap(20).stddev(4).causal());
+    cases.push_back(Make("softcap_prefill_d64_" + dt, 2, 4, 4, 130, 384, 64, 64, dtype).softcap(50).stddev(6));
+  }
+  // A NaN in q makes its row NaN, never a row of zeros, on every route and dtype; the other
+  // rows, and rows a mask hides, keep their values.
+  for (DType dtype : {f32, f16, bf16}) {
+    const std::string dt = short_name(dtype);
+    for (const auto& [route, route_name] : routes) {
+      cases.push_back(Make("nan_q_" + dt + "_" + route_name, 1, 2, 1, 12, 70, 64, 64, dtype)
+                          .nan_query().mask(MK::Bool2D).sinks().route(route).masked_rows());
+      cases.push_back(Make("nan_q_decode_" + dt + "_" + route_name, 1, 4, 1, 1, 40, 64, 64, dtype)
+                          .nan_query().route(route));
+    }
+  }
+  cases.push_back(Make("nan_q_issue_repro", 1, 1, 1, 1, 3, 4).nan_query());
+  cases.push_back(Make("nan_q_prefill_bf16", 1, 4, 2, 200, 512, 128, 128, bf16).nan_query().causal());
+  // Scores within about 4·c of each other at a small cap: every weight is far from underflow.
+  cases.push_back(Make("softcap_small_cap_bf16", 1, 2, 2, 65, 257, 128, 128, bf16).softcap(2).stddev(6).causal());
+  return cases;
+}
+
 std::vector<CaseSpec> make_quick() {
   std::vector<CaseSpec> cases;
-  for (auto part : {sizes_heads_groups, masks_windows_sinks, caps_layouts_dtypes, forced_routes_and_empty}) {
+  for (auto part : {sizes_heads_groups, masks_windows_sinks, caps_layouts_dtypes, forced_routes_and_empty,
+                    softcap_cases}) {
     const std::vector<CaseSpec> more = part();
     cases.insert(cases.end(), more.begin(), more.end());
   }

@@ -51,6 +51,9 @@ TEST_P(Grid, MatchesOracle) {
   const std::vector<double> reference = problem->reference();
   EXPECT_TRUE(matches_reference(problem->out().view(), reference));
   const Comparison comparison = compare(problem->out().view(), reference);
+  if (spec.nan_query) {
+    EXPECT_GT(comparison.expected_nan, 0) << "a NaN in q must give its row NaN";
+  }
   if (spec.expect_masked_rows) {
     EXPECT_GT(comparison.zero_rows, 0) << "the case was meant to have fully masked rows";
   }

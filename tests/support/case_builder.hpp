@@ -26,6 +26,8 @@ class Make {
   Make& causal() { return c_.causal = true, *this; }
   Make& window(std::int64_t w) { return c_.causal = true, c_.window = w, *this; }
   Make& sinks(DType dtype = DType::Float32) { return c_.sinks = true, c_.sink_dtype = dtype, *this; }
+  Make& softcap(float c) { return c_.softcap = c, *this; }
+  Make& stddev(double s) { return c_.input_stddev = s, *this; }
   Make& mask(MaskKind kind, DType dtype = DType::Float32) { return c_.mask = kind, c_.mask_dtype = dtype, *this; }
   Make& mask_layout(Layout l) { return c_.mask_layout = l, *this; }
   Make& sinks_layout(Layout l) { return c_.sinks_layout = l, *this; }
@@ -35,6 +37,7 @@ class Make {
   Make& q_layout(Layout l) { return c_.q_layout = l, *this; }
   Make& out_layout(Layout l) { return c_.out_layout = l, *this; }
   Make& scale(double s) { return c_.scale = s, *this; }
+  Make& nan_query() { return c_.nan_query = true, *this; }
   Make& masked_rows() { return c_.expect_masked_rows = true, *this; }
   operator CaseSpec() const { return c_; }  // NOLINT: the builder converts implicitly
 

@@ -106,8 +106,12 @@ Problem::Problem(const CaseSpec& spec)
   q_.fill_random(rng, spec.input_stddev);
   k_.fill_random(rng, spec.input_stddev);
   v_.fill_random(rng);
+  if (spec.nan_query && spec.q_len > 0 && spec.head_dim > 0) {
+    q_.set(std::min<std::int64_t>(1, spec.q_len - 1) * spec.head_dim, std::numeric_limits<double>::quiet_NaN());
+  }
   options_.causal = spec.causal;
   options_.window = spec.window;
+  options_.softcap = spec.softcap;
   options_.max_score_bytes = spec.max_score_bytes;
   options_.route = spec.route;
   if (spec.mask != MaskKind::None) {

@@ -30,6 +30,7 @@ struct CaseSpec {
   bool causal = false;
   std::optional<std::int64_t> window;
   bool sinks = false;
+  std::optional<float> softcap;
   DType sink_dtype = DType::Float32;
   MaskKind mask = MaskKind::None;
   DType mask_dtype = DType::Float32;  // of an Additive mask
@@ -43,6 +44,7 @@ struct CaseSpec {
   double scale = 0;                        // 0: 1 / sqrt(head_dim)
   double input_stddev = 1.5;                // of q and k: logits of spread ~2.25, not a flat softmax
   bool expect_masked_rows = false;         // the case must produce fully masked rows
+  bool nan_query = false;                  // one element of q's row (0, 0, min(1, Lq - 1)) is NaN
 
   Shape q_shape() const { return {batch, q_heads, q_len, head_dim}; }
   Shape k_shape() const { return {batch, kv_heads, kv_len, head_dim}; }

@@ -217,7 +217,10 @@ Comparison compare(const TensorView& out, const std::vector<double>& reference) 
       const double ref = reference[n];
       ++result.count;
       double error;
-      if (std::isnan(got) || std::isnan(ref)) {
+      if (std::isnan(ref) && std::isnan(got)) {
+        ++result.expected_nan;  // NaN inputs give NaN outputs
+        error = 0.0;
+      } else if (std::isnan(got) || std::isnan(ref)) {
         ++result.nan_count;
         error = std::numeric_limits<double>::infinity();
       } else {

@@ -72,7 +72,8 @@ double read_element(const TensorView& view, std::int64_t offset);
 
 struct Comparison {
   std::int64_t count = 0;
-  std::int64_t nan_count = 0;
+  std::int64_t nan_count = 0;     // NaN where the oracle is not, or the other way round
+  std::int64_t expected_nan = 0;  // NaN where the oracle is NaN too
   double max_error = 0;   // max normalised error
   double mean_error = 0;  // mean normalised error
   std::int64_t worst_index = -1;

@@ -325,7 +325,7 @@ TEST(CudaTiledPlan, WgmmaFallsBackToMmaWithTheReason) {
   expect_mma(plan_prefill(problem(1, 4, 2, 300, 300, 96, 96, DType::BFloat16), h200_wgmma()),
              "built for D = Dv in 64, 128, 256, 512 only");
   plan::Problem with_mask = base;
-  with_mask.mask = plan::MaskKind::Bool;
+  with_mask.mask_kind = plan::MaskKind::Bool;
   expect_mma(plan_prefill(with_mask, h200_wgmma()), "array masks stay on the mma.sync kernel");
   plan::Problem reversed = base;
   reversed.kv_strides_positive = false;

@@ -203,6 +203,20 @@ void add_option_cases(std::vector<InvalidCase>& cases) {
   };
   c.expected = {"window", "-3"};
   add(c);
+  struct SoftcapCase {
+    const char* name;
+    float value;
+    const char* text;
+  };
+  for (const SoftcapCase& bad : {SoftcapCase{"softcap_zero", 0.0f, "0"}, SoftcapCase{"softcap_negative", -50.0f, "-50"},
+                                 SoftcapCase{"softcap_nan", std::numeric_limits<float>::quiet_NaN(), "nan"},
+                                 SoftcapCase{"softcap_infinite", std::numeric_limits<float>::infinity(), "inf"}}) {
+    c = {};
+    c.name = bad.name;
+    c.configure = [value = bad.value](AttentionOptions& o) { o.softcap = value; };
+    c.expected = {"softcap", bad.text};
+    add(c);
+  }
   c = {};
   c.name = "max_score_bytes_zero";
   c.configure = [](AttentionOptions& o) { o.max_score_bytes = 0; };
@@ -482,6 +496,55 @@ TEST(Validation, WorkspaceTooSmallIsRejected) {
   expect_invalid(*error, {"workspace", std::to_string(plan.scratch_bytes - 1), std::to_string(plan.scratch_bytes)},
                  "small workspace");
   EXPECT_EQ(std::memcmp(before.data(), in.out.data(), before.size() * sizeof(float)), 0);
+}
+
+TEST(Validation, MisalignedWorkspaceIsRejected) {
+  ValidInputs in;
+  AttentionOptions options;
+  options.route = RouteChoice::Composed;
+  const AttentionPlan plan = plan_attention(in.q_view, in.k_view, in.v_view, options);
+  std::vector<std::uint64_t> storage(plan.scratch_bytes / 8 + 4, 0);
+  // 4 bytes past a 16-byte boundary: the composed route's 8-byte entries would be misaligned.
+  auto* base = reinterpret_cast<unsigned char*>(storage.data());
+  base += (16 - reinterpret_cast<std::uintptr_t>(base) % 16) % 16 + 4;
+  options.workspace = base;
+  options.workspace_bytes = plan.scratch_bytes;
+  const std::vector<float> before = in.out;
+  const auto error = rejection(
+      [&] { attention(in.q_view, in.k_view, in.v_view, in.out_view, 0.125f, options); }, "misaligned workspace");
+  ASSERT_TRUE(error.has_value());
+  expect_invalid(*error, {"workspace", "aligned", std::to_string(kWorkspaceAlignment)}, "misaligned workspace");
+  EXPECT_EQ(std::memcmp(before.data(), in.out.data(), before.size() * sizeof(float)), 0);
+}
+
+// A window of Lk keys or more hides nothing; with Lq = 0 or near INT64_MAX it still plans.
+TEST(Validation, WideWindowsAndEmptyQueriesPlan) {
+  AttentionOptions options;
+  options.causal = true;
+  options.window = 4;
+  EXPECT_NO_THROW(plan_attention(Shape{1, 1, 0, 16}, Shape{1, 1, 5, 16}, Shape{1, 1, 5, 16}, DType::Float32, options,
+                                 Device::cpu()));
+  options.window = std::numeric_limits<std::int64_t>::max();
+  for (std::int64_t q_len : {0, 1, 7}) {
+    const AttentionPlan wide = plan_attention(Shape{1, 2, q_len, 16}, Shape{1, 2, 9, 16}, Shape{1, 2, 9, 16},
+                                              DType::Float32, options, Device::cpu());
+    AttentionOptions no_window;
+    no_window.causal = true;
+    const AttentionPlan plain = plan_attention(Shape{1, 2, q_len, 16}, Shape{1, 2, 9, 16}, Shape{1, 2, 9, 16},
+                                               DType::Float32, no_window, Device::cpu());
+    EXPECT_EQ(wide.kernel, plain.kernel) << q_len;
+    EXPECT_EQ(wide.scratch_bytes, plain.scratch_bytes) << q_len;
+  }
+}
+
+// The plan names the softcap.
+TEST(Validation, PlanNamesSoftcap) {
+  AttentionOptions options;
+  options.softcap = 50.0f;
+  const AttentionPlan plan =
+      plan_attention(Shape{1, 4, 16, 64}, Shape{1, 2, 32, 64}, Shape{1, 2, 32, 64}, DType::Float32, options,
+                     Device::cpu());
+  EXPECT_NE(plan.explain().find("softcap 50"), std::string::npos) << plan.explain();
 }
 
 }  // namespace

@@ -1,4 +1,6 @@
+#include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "commands.hpp"
 
@@ -30,6 +32,12 @@ void apply_common_options(const Args& args, AttentionOptions& options) {
   options.causal = args.has("causal");
   if (const auto window = args.value("window"))
     options.window = parse_int(command, "window", *window, 1);
+  // heed itself rejects a softcap that is not finite and positive, naming the value.
+  if (const auto softcap = args.value("softcap")) {
+    const double cap = parse_double(command, "softcap", *softcap);
+    options.softcap = std::fabs(cap) <= std::numeric_limits<float>::max() ? static_cast<float>(cap)
+                                                                            : std::numeric_limits<float>::infinity();
+  }
   if (const auto cap = args.value("max-score-bytes")) {
     options.max_score_bytes = parse_int(command, "max-score-bytes", *cap, 1);
   }

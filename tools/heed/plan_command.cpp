@@ -20,6 +20,7 @@ constexpr const char* kPlanUsage =
     "  --mask-shape d0,d1[,d2,d3]   a mask of this shape, broadcast to [B, Hq, Lq, Lk]\n"
     "  --mask-dtype bool|f32        the mask's type: bool attends, f32 is added (default bool)\n"
     "  --sinks                      one sink logit per query head\n"
+    "  --softcap C                  logit softcap: scores become C·tanh(s / C)\n"
     "  --max-score-bytes N          cap on any score-sized intermediate\n"
     "  --route auto|vector|tiled|composed   force a route (default auto)\n"
     "  --device cpu|cuda[:N]        the device to plan for (default: heed's default device)\n"
@@ -28,7 +29,7 @@ constexpr const char* kPlanUsage =
 const std::vector<FlagSpec> kPlanFlags = {
     {"q"},      {"k"},          {"v"},          {"dtype"},        {"causal", false},
     {"window"}, {"mask-shape"}, {"mask-dtype"}, {"sinks", false}, {"max-score-bytes"},
-    {"route"},  {"device"},     {"json", false}};
+    {"route"},  {"device"},     {"json", false},  {"softcap"}};
 
 // The call being planned: shapes, dtype, options (masks and sinks as shape-only views).
 struct PlanRequest {

@@ -35,6 +35,7 @@ constexpr const char* kRunUsage =
     "  --mask m.npy                 bool/uint8 (true attends) or float32 (added), broadcast to\n"
     "                               [B, Hq, Lq, Lk]\n"
     "  --sinks s.npy                float32 [Hq] sink logits\n"
+    "  --softcap C                  logit softcap: scores become C·tanh(s / C)\n"
     "  --max-score-bytes N          cap on any score-sized intermediate\n"
     "  --route auto|vector|tiled|composed   force a route (default auto)\n"
     "  --device cpu|cuda[:N]        where to run (default cpu); CUDA copies the inputs to the device\n";
@@ -49,6 +50,7 @@ const std::vector<FlagSpec> kRunFlags = {{"q"},
                                          {"window"},
                                          {"mask"},
                                          {"sinks"},
+                                         {"softcap"},
                                          {"max-score-bytes"},
                                          {"route"},
                                          {"device"}};

@@ -106,17 +106,19 @@ std::vector<double> attention(const TensorView& q, const TensorView& k, const Te
       for (std::int64_t i = 0; i < q_len; ++i) {
         const double* q_row = &qs[static_cast<std::size_t>(((b * q_heads + h) * q_len + i) * head_dim)];
         double row_max = negative_infinity;
+        bool any_nan = false;
         for (std::int64_t j = 0; j < kv_len; ++j) {
           bool visible = true;
           if (options.causal) {
             visible = j <= i + offset;
-            if (options.window) visible = visible && j > i + offset - *options.window;
+            if (options.window) visible = visible && (i + offset) - j < *options.window;
           }
           double score = negative_infinity;
           if (visible) {
             double dot = 0.0;
             for (std::int64_t d = 0; d < head_dim; ++d) dot += q_row[d] * k_head[j * head_dim + d];
             score = scale * dot;
+            if (options.softcap) score = *options.softcap * std::tanh(score / *options.softcap);
             if (options.mask) {
               const double m = mask_value(*options.mask, b, h, i, j);
               if (options.mask->dtype == DType::Bool) {
@@ -128,6 +130,13 @@ std::vector<double> attention(const TensorView& q, const TensorView& k, const Te
           }
           scores[static_cast<std::size_t>(j)] = score;
           if (score > row_max) row_max = score;
+          any_nan = any_nan || std::isnan(score);
+        }
+        double* out_row = &out[static_cast<std::size_t>(((b * q_heads + h) * q_len + i) * value_dim)];
+        // A NaN score (from NaN inputs) makes the row NaN, as in PyTorch.
+        if (any_nan) {
+          for (std::int64_t d = 0; d < value_dim; ++d) out_row[d] = std::numeric_limits<double>::quiet_NaN();
+          continue;
         }
         // No visible key: the row is zeros, sinks or not.
         if (row_max == negative_infinity) continue;
@@ -136,7 +145,6 @@ std::vector<double> attention(const TensorView& q, const TensorView& k, const Te
         if (options.sinks) sink = read_element(*options.sinks, h * options.sinks->strides[0]);
         const double shift = sink > row_max ? sink : row_max;
         double denominator = sink == negative_infinity ? 0.0 : std::exp(sink - shift);
-        double* out_row = &out[static_cast<std::size_t>(((b * q_heads + h) * q_len + i) * value_dim)];
         for (std::int64_t j = 0; j < kv_len; ++j) {
           const double score = scores[static_cast<std::size_t>(j)];
           if (score == negative_infinity) continue;
