@@ -233,6 +233,14 @@ bool softmax_to_bf16(const Call& p, const Workspace& t, std::int64_t b, std::int
   return true;
 }
 
+// acc + Σ a·b over the 16 bfloat16 pairs of each lane (vdpbf16ps), the pairs held as integer
+// vectors and cast to __m512bh only here. Not std::bit_cast: at -O0 that is a call, and clang
+// 16 to 19 lose a call's bfloat16-vector result used in another basic block (x86 FastISel; the
+// -fsanitize=alignment checks before a store make one), which gave zero / NaN rows.
+[[gnu::always_inline]] inline __m512 dot_pairs(__m512 acc, __m512i a, __m512i b) {
+  return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b);
+}
+
 // The same products as amx::gemm (same operand layouts) on AVX512-BF16 dot products, for CPUs
 // without tiles: a register block of R rows × P vectors of 16 columns; each vdpbf16ps adds a
 // broadcast pair of A (two k) times 16 pairs of B.
@@ -252,13 +260,13 @@ template <int R, int P, bool Accumulate>
     const std::byte* b = products[product].b + j * 4;
     const std::int64_t pairs = products[product].steps * amx::kTileDepth / 2;
     for (std::int64_t k = 0; k < pairs; ++k) {
-      __m512bh columns[P];
-      for (int q = 0; q < P; ++q) columns[q] = std::bit_cast<__m512bh>(_mm512_loadu_si512(b + k * ldb + q * 64));
+      __m512i columns[P];
+      for (int q = 0; q < P; ++q) columns[q] = _mm512_loadu_si512(b + k * ldb + q * 64);
       for (int r = 0; r < R; ++r) {
         std::int32_t word;
         std::memcpy(&word, a + r * lda + k * 4, sizeof(word));
-        const __m512bh pair = std::bit_cast<__m512bh>(_mm512_set1_epi32(word));
-        for (int q = 0; q < P; ++q) acc[r][q] = _mm512_dpbf16_ps(acc[r][q], pair, columns[q]);
+        const __m512i pair = _mm512_set1_epi32(word);
+        for (int q = 0; q < P; ++q) acc[r][q] = dot_pairs(acc[r][q], pair, columns[q]);
       }
     }
   }
@@ -535,10 +543,10 @@ double dot_chains(std::int64_t steps) {
   constexpr int kChains = 24;
   __m512 acc[kChains];
   for (int chain = 0; chain < kChains; ++chain) acc[chain] = _mm512_set1_ps(1e-3f * static_cast<float>(chain));
-  const __m512bh a = std::bit_cast<__m512bh>(_mm512_set1_epi32(0x3f003f01));
-  const __m512bh b = std::bit_cast<__m512bh>(_mm512_set1_epi32(0x3f013f00));
+  const __m512i a = _mm512_set1_epi32(0x3f003f01);
+  const __m512i b = _mm512_set1_epi32(0x3f013f00);
   for (std::int64_t step = 0; step < steps; ++step) {
-    for (int chain = 0; chain < kChains; ++chain) acc[chain] = _mm512_dpbf16_ps(acc[chain], a, b);
+    for (int chain = 0; chain < kChains; ++chain) acc[chain] = dot_pairs(acc[chain], a, b);
   }
   __m512 sum = acc[0];
   for (int chain = 1; chain < kChains; ++chain) sum = _mm512_add_ps(sum, acc[chain]);
