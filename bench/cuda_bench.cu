@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "call/validate.hpp"
 #include "cuda/runtime.hpp"
 #include "heed/heed.hpp"
 #include "plan/cuda_plan.hpp"
@@ -202,7 +203,7 @@ bool same_launch(const heed::plan::CudaRoute& a, const heed::plan::CudaRoute& b)
 void time_variants(const char* name, const heed::TensorView& q, const heed::TensorView& k, const heed::TensorView& v,
                    heed::TensorView& out, float scale, const heed::AttentionOptions& options, double bytes, int reps) {
   using namespace heed;
-  const plan::Problem problem = plan::validate_views(q, k, v, options);
+  const call::Call problem = call::validate_call(q, k, v, out, scale, options);
   const plan::CudaDeviceInfo& device = cuda::device_info(q.device, "heed_cuda_bench");
   const plan::CudaRoute planned = plan::plan_cuda(problem, device);
   if (!std::holds_alternative<route::Vector>(planned.plan.kernel)) return;
@@ -230,7 +231,7 @@ void time_variants(const char* name, const heed::TensorView& q, const heed::Tens
     for (const plan::CudaRoute& other : timed) repeated = repeated || same_launch(other, route);
     if (repeated) continue;
     timed.push_back(route);
-    const auto call = [&] { cuda::run_attention(q, k, v, out, scale, options, route, nullptr); };
+    const auto call = [&] { cuda::run_attention(problem, options, route, nullptr); };
     const double ms = median_ms(call, 3, reps);
     constexpr int kBatch = 10;
     const double batched_ms = median_ms([&] {
@@ -253,7 +254,7 @@ void time_tiled_variants(const char* name, const heed::TensorView& q, const heed
                          const heed::AttentionOptions& options, double flops, int reps) {
   using namespace heed;
   using Kernel = plan::CudaDeviceInfo::TiledKernel;
-  const plan::Problem problem = plan::validate_views(q, k, v, options);
+  const call::Call problem = call::validate_call(q, k, v, out, scale, options);
   const plan::CudaDeviceInfo& device = cuda::device_info(q.device, "heed_cuda_bench");
   // (name, kernel, pingpong flipped, kHopperConfigs entry or -1 for the plan's)
   struct TiledVariant {
@@ -291,7 +292,7 @@ void time_tiled_variants(const char* name, const heed::TensorView& q, const heed
       route.tiled.row_blocks = (route.tiled.rows + route.tiled.block_m - 1) / route.tiled.block_m;
       route.tiled.pingpong = c.pingpong && c.consumers == 2;
     }
-    const auto call = [&] { cuda::run_attention(q, k, v, out, scale, options, route, nullptr); };
+    const auto call = [&] { cuda::run_attention(problem, options, route, nullptr); };
     const double first_ms = median_ms(call, 1, 1);
     const double ms = median_ms(call, 2, reps_within(first_ms, 1000, reps));
     std::printf("{\"variant_of\": \"%s\", \"variant\": \"%s\", \"kernel\": \"%s\", \"prefill\": true, "
@@ -342,6 +343,8 @@ int main(int argc, char** argv) {
       TensorView ov(out, DType::BFloat16, out_shape, gpu);
       AttentionOptions options;
       options.causal = c.causal;
+      // HEED_BENCH_SOFTCAP=C runs every case with a logit softcap of C (its cost against the same run without).
+      if (const char* cap = std::getenv("HEED_BENCH_SOFTCAP")) options.softcap = std::strtof(cap, nullptr);
       const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
       const AttentionPlan plan = plan_attention(qv, kv, vv, options);
       const auto call = [&] { attention(qv, kv, vv, ov, scale, options); };

@@ -12,6 +12,7 @@
 #include <variant>
 
 #include "cuda/device_tensor.hpp"
+#include "call/validate.hpp"
 #include "cuda/runtime.hpp"
 #include "heed/heed.hpp"
 #include "plan/cuda_plan.hpp"
@@ -41,8 +42,9 @@ void check_tuned(const CaseSpec& spec, const plan::CudaVectorTuning& tuning) {
   const auto problem = make_problem(spec);
   DeviceProblem device(*problem);
   const Device gpu = Device::cuda(0);
-  const plan::Problem shapes = plan::validate_views(device.q->view(), device.k->view(), device.v->view(), device.options);
-  const plan::CudaRoute route = plan::plan_cuda(shapes, cuda::device_info(gpu, "vector_variants_test"), tuning);
+  const call::Call call = call::validate_call(device.q->view(), device.k->view(), device.v->view(), device.out->view(),
+                                              problem->scale(), device.options);
+  const plan::CudaRoute route = plan::plan_cuda(call, cuda::device_info(gpu, "vector_variants_test"), tuning);
   SCOPED_TRACE(route.plan.to_json());
   ASSERT_TRUE(std::holds_alternative<route::Vector>(route.plan.kernel));
   if (tuning.partitions > 0) EXPECT_LE(route.vector.partitions, tuning.partitions);  // whole tiles on TMA
@@ -51,8 +53,7 @@ void check_tuned(const CaseSpec& spec, const plan::CudaVectorTuning& tuning) {
     const bool served = route.vector.head_class <= 128 && route.vector.row_tile <= 8;
     EXPECT_EQ(route.vector.warps, served ? tuning.warps : 4);
   }
-  cuda::run_attention(device.q->view(), device.k->view(), device.v->view(), device.out->view(), problem->scale(),
-                      device.options, route, nullptr);
+  cuda::run_attention(call, device.options, route, nullptr);
   cuda_ok(cudaDeviceSynchronize(), "sync after attention");
   std::vector<unsigned char> bytes = device.out->download();
   EXPECT_TRUE(matches_reference(device.out->host_view(bytes), problem->reference()));

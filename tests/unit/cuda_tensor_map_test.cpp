@@ -11,8 +11,8 @@ namespace heed::cuda {
 namespace {
 
 // B 2, 8 query heads on 2 key heads (group 4), Lq 100, D 64: [B, H, L, D] contiguous.
-Geometry geometry(std::int64_t q_heads = 8, std::int64_t kv_heads = 2) {
-  Geometry g;
+Call geometry(std::int64_t q_heads = 8, std::int64_t kv_heads = 2) {
+  Call g;
   g.batch = 2;
   g.q_heads = q_heads;
   g.kv_heads = kv_heads;
@@ -24,28 +24,28 @@ Geometry geometry(std::int64_t q_heads = 8, std::int64_t kv_heads = 2) {
   return g;
 }
 
-Strides4 contiguous(const Geometry& g) { return {{g.q_heads * g.q_len * 64, g.q_len * 64, 64, 1}}; }
+Strides4 contiguous(const Call& g) { return {{g.q_heads * g.q_len * 64, g.q_len * 64, 64, 1}}; }
 
 alignas(16) std::uint16_t buffer[64];
 
 TEST(RowTensorMap, ContiguousAndBlhdRowsFit) {
-  const Geometry g = geometry();
+  const Call g = geometry();
   EXPECT_TRUE(row_tensor_map_fits(buffer, g, contiguous(g)));
   const Strides4 blhd{{g.q_len * g.q_heads * 64, 64, g.q_heads * 64, 1}};  // [B, L, H, D] storage
   EXPECT_TRUE(row_tensor_map_fits(buffer, g, blhd));
 }
 
 TEST(RowTensorMap, GroupsThatDoNotDivide64DoNot) {
-  const Geometry g3 = geometry(6, 2);  // group 3: a box of 64 rows is not whole positions
+  const Call g3 = geometry(6, 2);  // group 3: a box of 64 rows is not whole positions
   EXPECT_FALSE(row_tensor_map_fits(buffer, g3, contiguous(g3)));
-  const Geometry g64 = geometry(64, 1);
+  const Call g64 = geometry(64, 1);
   EXPECT_TRUE(row_tensor_map_fits(buffer, g64, contiguous(g64)));
-  const Geometry g128 = geometry(128, 1);
+  const Call g128 = geometry(128, 1);
   EXPECT_FALSE(row_tensor_map_fits(buffer, g128, contiguous(g128)));
 }
 
 TEST(RowTensorMap, RowsMustBeContiguousAlignedAndForward) {
-  const Geometry g = geometry();
+  const Call g = geometry();
   Strides4 s = contiguous(g);
   EXPECT_FALSE(row_tensor_map_fits(reinterpret_cast<const std::uint16_t*>(buffer) + 1, g, s));  // 2-byte aligned
   s = contiguous(g);
@@ -66,7 +66,7 @@ TEST(RowTensorMap, RowsMustBeContiguousAlignedAndForward) {
 }
 
 TEST(RowTensorMap, DimensionsOfOneTakeAnyStride) {
-  Geometry g = geometry();
+  Call g = geometry();
   g.batch = 1;
   Strides4 s = contiguous(g);
   s.s[0] = 3;  // one batch: never stepped
