@@ -316,13 +316,9 @@ const char* mask_name(cases::MaskKind kind) {
 std::string describe_kernel(const Kernel& kernel) {
   std::ostringstream text;
   text << route_name(kernel);
-  if (const auto* vector = std::get_if<route::Vector>(&kernel)) {
-    text << "(passes=" << vector->passes << ", blocks=" << vector->blocks
-         << ", dispatches=" << vector->dispatches << ")";
-  } else if (const auto* tiled = std::get_if<route::Tiled>(&kernel)) {
-    text << "(block_q=" << tiled->block_q << ", block_k=" << tiled->block_k << ")";
-  } else if (const auto* blocks = std::get_if<route::ComposedBlocks>(&kernel)) {
-    text << "(rows=" << blocks->rows << ")";
+  const auto fields = kernel_fields(kernel);
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    text << (i == 0 ? "(" : ", ") << fields[i].first << "=" << fields[i].second << (i + 1 == fields.size() ? ")" : "");
   }
   return text.str();
 }

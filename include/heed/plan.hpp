@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -21,6 +22,7 @@ namespace route {
 // Decode: one task per (batch, key head) over all its query rows; keys split into `blocks`
 // partitions (1 = single pass). passes = 2 when partial results are merged.
 struct Vector {
+  static constexpr const char* kName = "vector";
   int passes = 1;
   std::int64_t blocks = 1;
   std::int64_t dispatches = 1;
@@ -28,16 +30,19 @@ struct Vector {
 };
 // Online softmax over key tiles of block_k for query tiles of block_q rows.
 struct Tiled {
+  static constexpr const char* kName = "tiled";
   std::int64_t block_q = 0;
   std::int64_t block_k = 0;
   friend bool operator==(const Tiled&, const Tiled&) = default;
 };
 // Scores materialised for all Lq rows of one head, softmax, then P·V.
 struct Composed {
+  static constexpr const char* kName = "composed";
   friend bool operator==(const Composed&, const Composed&) = default;
 };
 // The composition over query-row blocks of `rows`, under a score cap.
 struct ComposedBlocks {
+  static constexpr const char* kName = "composed_blocks";
   std::int64_t rows = 0;
   friend bool operator==(const ComposedBlocks&, const ComposedBlocks&) = default;
 };
@@ -46,6 +51,10 @@ struct ComposedBlocks {
 using Kernel = std::variant<route::Vector, route::Tiled, route::Composed, route::ComposedBlocks>;
 
 const char* route_name(const Kernel& kernel);  // "vector", "tiled", "composed", "composed_blocks"
+
+// A kernel's fields by name, in declaration order ({"passes", 2}, {"blocks", 8}, ...): the one
+// serialisation that the plan's JSON, the Python module and the benchmarks print.
+std::vector<std::pair<const char*, std::int64_t>> kernel_fields(const Kernel& kernel);
 
 // One named region of the scratch arena: `slices` equal parts of bytes / slices (one per
 // worker for per-thread buffers), each aligned to kAllocationAlignment.

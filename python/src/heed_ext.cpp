@@ -176,19 +176,9 @@ AttentionPlan plan_shapes(std::vector<std::int64_t> q, std::vector<std::int64_t>
 nb::dict kernel_dict(const Kernel& kernel) {
   nb::dict fields;
   fields["route"] = route_name(kernel);
-  if (const auto* vector = std::get_if<route::Vector>(&kernel)) {
-    fields["passes"] = vector->passes;
-    fields["blocks"] = vector->blocks;
-    fields["dispatches"] = vector->dispatches;
-  } else if (const auto* tiled = std::get_if<route::Tiled>(&kernel)) {
-    fields["block_q"] = tiled->block_q;
-    fields["block_k"] = tiled->block_k;
-  } else if (const auto* blocks = std::get_if<route::ComposedBlocks>(&kernel)) {
-    fields["rows"] = blocks->rows;
-  }
+  for (const auto& [name, value] : kernel_fields(kernel)) fields[name] = value;
   return fields;
 }
-
 
 profile::Mode parse_mode(const std::string& name) {
   if (name == "off") return profile::Mode::Off;

@@ -2,6 +2,8 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <type_traits>
+#include <variant>
 
 #include "core/format.hpp"
 #include "heed/error.hpp"
@@ -14,13 +16,24 @@
 namespace heed {
 
 const char* route_name(const Kernel& kernel) {
-  switch (kernel.index()) {
-    case 0: return "vector";
-    case 1: return "tiled";
-    case 2: return "composed";
-    case 3: return "composed_blocks";
-  }
-  return "unknown";
+  return std::visit([](const auto& route) { return std::decay_t<decltype(route)>::kName; }, kernel);
+}
+
+std::vector<std::pair<const char*, std::int64_t>> kernel_fields(const Kernel& kernel) {
+  return std::visit(
+      [](const auto& route) -> std::vector<std::pair<const char*, std::int64_t>> {
+        using Route = std::decay_t<decltype(route)>;
+        if constexpr (std::is_same_v<Route, route::Vector>) {
+          return {{"passes", route.passes}, {"blocks", route.blocks}, {"dispatches", route.dispatches}};
+        } else if constexpr (std::is_same_v<Route, route::Tiled>) {
+          return {{"block_q", route.block_q}, {"block_k", route.block_k}};
+        } else if constexpr (std::is_same_v<Route, route::ComposedBlocks>) {
+          return {{"rows", route.rows}};
+        } else {
+          return {};
+        }
+      },
+      kernel);
 }
 
 std::string AttentionPlan::explain() const {
@@ -50,14 +63,7 @@ std::string json_string(const std::string& text) {
 
 std::string kernel_json(const Kernel& kernel) {
   std::string fields;
-  if (const auto* vector = std::get_if<route::Vector>(&kernel)) {
-    fields = format(", \"passes\": {}, \"blocks\": {}, \"dispatches\": {}", vector->passes, vector->blocks,
-                    vector->dispatches);
-  } else if (const auto* tiled = std::get_if<route::Tiled>(&kernel)) {
-    fields = format(", \"block_q\": {}, \"block_k\": {}", tiled->block_q, tiled->block_k);
-  } else if (const auto* blocks = std::get_if<route::ComposedBlocks>(&kernel)) {
-    fields = format(", \"rows\": {}", blocks->rows);
-  }
+  for (const auto& [name, value] : kernel_fields(kernel)) fields += format(", \"{}\": {}", name, value);
   return format("{\"route\": \"{}\"{}}", route_name(kernel), fields);
 }
 

@@ -316,6 +316,26 @@ TEST_F(HeedTool, RunWithAdditiveMaskWindowAndComposedRoute) {
   }
 }
 
+TEST_F(HeedTool, RunWithSoftcapMatchesOracle) {
+  const Problem problem = make_problem(1, 4, 2, 7, 19, 16, 16, 10);
+  write_problem(*this, problem, npy::ElementType::Float32);
+  AttentionOptions options;
+  options.causal = true;
+  options.softcap = 0.5f;  // small against these scores, so the cap shapes every weight
+  const std::vector<double> expected = oracle(problem, DType::Float32, default_scale(problem), options);
+  for (const char* route : {"auto", "tiled", "composed"}) {
+    const CommandResult result = heed(run_args(*this, {"--causal", "--softcap", "0.5", "--route", route}));
+    ASSERT_EQ(result.exit_code, 0) << route << ": " << result.err;
+    expect_output_matches(path("out.npy"), out_shape_of(problem), expected, DType::Float32);
+  }
+  const CommandResult plan = heed({"plan", "--q", "1,4,7,16", "--k", "1,2,19,16", "--v", "1,2,19,16", "--softcap", "0.5"});
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  EXPECT_NE(plan.out.find("softcap 0.5"), std::string::npos) << plan.out;
+  const CommandResult bad = heed({"plan", "--q", "1,4,7,16", "--k", "1,2,19,16", "--v", "1,2,19,16", "--softcap", "-2"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("softcap"), std::string::npos) << bad.err;
+}
+
 TEST_F(HeedTool, RunDecodeUnderAScoreCap) {
   const Problem problem = make_problem(1, 8, 2, 1, 300, 32, 32, 8);
   write_problem(*this, problem, npy::ElementType::Float16);
