@@ -16,8 +16,9 @@ def _broadcast_mask(mask: np.ndarray, target: tuple) -> np.ndarray:
     return np.broadcast_to(mask, target)
 
 
-def attention(q, k, v, scale, causal=False, mask=None, window=None, sinks=None) -> np.ndarray:
-    """softmax(scale q·kᵀ + mask) v in float64; bottom-right causal; rows that see no key are 0."""
+def attention(q, k, v, scale, causal=False, mask=None, window=None, sinks=None, softcap=None) -> np.ndarray:
+    """softmax(scale q·kᵀ + mask) v in float64; bottom-right causal; rows that see no key are 0;
+    with a softcap c the scaled scores s become c·tanh(s / c) before the mask."""
     q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
     batch, q_heads, q_len, _ = q.shape
     kv_heads, kv_len = k.shape[1], k.shape[2]
@@ -25,6 +26,8 @@ def attention(q, k, v, scale, causal=False, mask=None, window=None, sinks=None) 
     k = np.repeat(k, group, axis=1)
     v = np.repeat(v, group, axis=1)
     scores = scale * np.einsum("bhid,bhjd->bhij", q, k)
+    if softcap is not None:
+        scores = softcap * np.tanh(scores / softcap)
     target = (batch, q_heads, q_len, kv_len)
     allowed = np.ones(target, dtype=bool)
     i = np.arange(q_len)[:, None]

@@ -27,6 +27,25 @@ RouteChoice parse_route(const std::string& command, const std::string& text) {
   return RouteChoice::Auto;
 }
 
+const std::vector<FlagSpec>& common_option_flags() {
+  static const std::vector<FlagSpec> flags = {{"causal", false}, {"window"}, {"softcap"}, {"max-score-bytes"},
+                                              {"route"}};
+  return flags;
+}
+
+const char* common_option_help() {
+  return "  --causal                     bottom-right aligned causal mask\n"
+         "  --window W                   sliding window of W keys (with --causal)\n"
+         "  --softcap C                  logit softcap: scores become C·tanh(s / C)\n"
+         "  --max-score-bytes N          cap on any score-sized intermediate\n"
+         "  --route auto|vector|tiled|composed   force a route (default auto)\n";
+}
+
+std::vector<FlagSpec> with_common_options(std::vector<FlagSpec> flags) {
+  flags.insert(flags.end(), common_option_flags().begin(), common_option_flags().end());
+  return flags;
+}
+
 void apply_common_options(const Args& args, AttentionOptions& options) {
   const std::string& command = args.command();
   options.causal = args.has("causal");

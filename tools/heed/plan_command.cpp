@@ -15,21 +15,14 @@ constexpr const char* kPlanUsage =
     "usage: heed %s --q B,Hq,Lq,D --k B,Hkv,Lk,D --v B,Hkv,Lk,Dv [options]\n"
     "\n"
     "  --dtype f32|f16|bf16         element type of q, k, v (default f32)\n"
-    "  --causal                     bottom-right aligned causal mask\n"
-    "  --window W                   sliding window of W keys (with --causal)\n"
     "  --mask-shape d0,d1[,d2,d3]   a mask of this shape, broadcast to [B, Hq, Lq, Lk]\n"
     "  --mask-dtype bool|f32        the mask's type: bool attends, f32 is added (default bool)\n"
     "  --sinks                      one sink logit per query head\n"
-    "  --softcap C                  logit softcap: scores become C·tanh(s / C)\n"
-    "  --max-score-bytes N          cap on any score-sized intermediate\n"
-    "  --route auto|vector|tiled|composed   force a route (default auto)\n"
     "  --device cpu|cuda[:N]        the device to plan for (default: heed's default device)\n"
-    "%s";
+    "%s%s";
 
-const std::vector<FlagSpec> kPlanFlags = {
-    {"q"},      {"k"},          {"v"},          {"dtype"},        {"causal", false},
-    {"window"}, {"mask-shape"}, {"mask-dtype"}, {"sinks", false}, {"max-score-bytes"},
-    {"route"},  {"device"},     {"json", false},  {"softcap"}};
+const std::vector<FlagSpec> kPlanFlags = with_common_options(
+    {{"q"}, {"k"}, {"v"}, {"dtype"}, {"mask-shape"}, {"mask-dtype"}, {"sinks", false}, {"device"}, {"json", false}});
 
 // The call being planned: shapes, dtype, options (masks and sinks as shape-only views).
 struct PlanRequest {
@@ -124,7 +117,7 @@ int plan_or_explain(const std::string& command, const std::vector<std::string>& 
   if (args.help()) {
     const char* json_line =
         command == "plan" ? "  --json                       print plan.to_json()\n" : "";
-    std::printf(kPlanUsage, command.c_str(), json_line);
+    std::printf(kPlanUsage, command.c_str(), common_option_help(), json_line);
     return 0;
   }
   if (command == "explain" && args.has("json")) usage_error(command, "--json is for heed plan");

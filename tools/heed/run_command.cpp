@@ -30,30 +30,13 @@ constexpr const char* kRunUsage =
     "\n"
     "  --dtype f32|f16|bf16         compute type (default: the inputs' type)\n"
     "  --scale S                    multiplies q.k (default 1/sqrt(D))\n"
-    "  --causal                     bottom-right aligned causal mask\n"
-    "  --window W                   sliding window of W keys (with --causal)\n"
     "  --mask m.npy                 bool/uint8 (true attends) or float32 (added), broadcast to\n"
     "                               [B, Hq, Lq, Lk]\n"
     "  --sinks s.npy                float32 [Hq] sink logits\n"
-    "  --softcap C                  logit softcap: scores become C·tanh(s / C)\n"
-    "  --max-score-bytes N          cap on any score-sized intermediate\n"
-    "  --route auto|vector|tiled|composed   force a route (default auto)\n"
     "  --device cpu|cuda[:N]        where to run (default cpu); CUDA copies the inputs to the device\n";
 
-const std::vector<FlagSpec> kRunFlags = {{"q"},
-                                         {"k"},
-                                         {"v"},
-                                         {"out"},
-                                         {"dtype"},
-                                         {"scale"},
-                                         {"causal", false},
-                                         {"window"},
-                                         {"mask"},
-                                         {"sinks"},
-                                         {"softcap"},
-                                         {"max-score-bytes"},
-                                         {"route"},
-                                         {"device"}};
+const std::vector<FlagSpec> kRunFlags = with_common_options(
+    {{"q"}, {"k"}, {"v"}, {"out"}, {"dtype"}, {"scale"}, {"mask"}, {"sinks"}, {"device"}});
 
 [[noreturn]] void run_error(const std::string& message) {
   throw Error(ErrorKind::InvalidArgument, "[heed run] " + message);
@@ -188,7 +171,7 @@ std::string required_path(const Args& args, const char* flag) {
 int run_command(const std::vector<std::string>& tokens) {
   const Args args = Args::parse("run", tokens, kRunFlags);
   if (args.help()) {
-    std::cout << kRunUsage;
+    std::cout << kRunUsage << common_option_help();
     return 0;
   }
   const std::string q_path = required_path(args, "q"), k_path = required_path(args, "k");
