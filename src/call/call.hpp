@@ -7,14 +7,9 @@
 #include <cstdint>
 #include <optional>
 
+#include "core/host_device.hpp"
 #include "heed/dtype.hpp"
 #include "heed/options.hpp"
-
-#if defined(__CUDACC__)
-#define HEED_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define HEED_HOST_DEVICE inline
-#endif
 
 namespace heed::call {
 

@@ -37,13 +37,8 @@ inline void mask_scores(const Call& p, const score::Transform& transform, std::i
   const call::Mask& m = p.mask;
   if (m.kind == MaskKind::None) return;
   const std::int64_t row = score::mask_offset(m, b, h, i, first);
-  if (m.kind == MaskKind::Bool) {
-    const auto* bytes = static_cast<const std::uint8_t*>(m.data);
-    for (std::int64_t j = 0; j < count; ++j) {
-      if (bytes[row + j * m.strides[3]] == 0) s[j] = kNegInf;
-    }
-  } else {
-    for (std::int64_t j = 0; j < count; ++j) s[j] += load_element(m.data, m.dtype, row + j * m.strides[3]);
+  for (std::int64_t j = 0; j < count; ++j) {
+    s[j] = score::masked(s[j], score::mask_term_of(m.kind, load_element(m.data, m.dtype, row + j * m.strides[3])));
   }
 }
 

@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(kRowThreads) softmax_kernel(const Call g, cons
     float s = -INFINITY;
     if (j >= range.begin && j < range.end) {
       s = transform.capped() ? transform.cap(row[j], exp2) : row[j];
-      s += mask_term(g.mask, b, h, i, j);
+      s = score::masked(s, mask_term(g.mask, b, h, i, j));
     }
     row[j] = s;
     local_max = fmaxf(local_max, s);

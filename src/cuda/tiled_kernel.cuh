@@ -223,10 +223,11 @@ __device__ __forceinline__ void apply_mask_rows(Scores<kNTiles>& s, const call::
         const int col = 8 * j + 2 * quad_col + x;
         if (col < lo[half] || col > hi[half]) continue;
         const M value = data[(8 * j + x) * stride];
+        float& score = s[j][2 * half + x];
         if constexpr (kBool) {
-          if (value == 0) s[j][2 * half + x] = -INFINITY;
+          score = score::masked(score, score::mask_term_of(MaskKind::Bool, value != 0 ? 1.0f : 0.0f));
         } else {
-          s[j][2 * half + x] += to_float(value) * kLog2e;
+          score = score::masked(score, score::mask_term_of(MaskKind::Additive, to_float(value)) * kLog2e);
         }
       }
     }

@@ -3,13 +3,8 @@
 // C++ usable on the host too: tests/unit/cuda_tiled_layout_test.cpp emulates ldmatrix and the
 // mma fragment layouts of the PTX ISA on these functions, without a GPU.
 
+#include "core/host_device.hpp"
 #include "plan/cuda_tables.hpp"
-
-#if defined(__CUDACC__)
-#define HEED_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define HEED_HOST_DEVICE inline
-#endif
 
 namespace heed::cuda::tiled {
 

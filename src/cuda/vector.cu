@@ -153,7 +153,9 @@ __device__ __forceinline__ void compute_step(const VectorArgs& a, const RowInfo*
       const bool visible = info.valid && j < key_end && j >= info.begin && j < info.end;
       float score = visible ? s[r][u] : -INFINITY;
       if (visible && a.transform.capped()) score = a.transform.cap(score, Exp2Approx{});
-      if (visible && g.mask.kind != MaskKind::None) score += mask_term(g.mask, b, info.head, info.position, j) * kLog2e;
+      if (visible && g.mask.kind != MaskKind::None) {
+        score = score::masked(score, mask_term(g.mask, b, info.head, info.position, j) * kLog2e);
+      }
       s[r][u] = score;
       step_max = fmaxf(step_max, score);
     }
@@ -252,7 +254,7 @@ __device__ __forceinline__ void compute_step_owned(const VectorArgs& a, const Ow
   float score = visible ? s[0] : -INFINITY;
   if (visible && a.transform.capped()) score = a.transform.cap(score, Exp2Approx{});
   if (visible && g.mask.kind != MaskKind::None) {
-    score += mask_term(g.mask, b, own_row_info.head, own_row_info.position, j) * kLog2e;
+    score = score::masked(score, mask_term(g.mask, b, own_row_info.head, own_row_info.position, j) * kLog2e);
   }
   // The row's maximum over its U keys (lanes `stride` apart), then every row's to every lane.
   float row_max = score;

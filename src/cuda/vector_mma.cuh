@@ -371,8 +371,9 @@ __device__ __forceinline__ void softmax_item(const VectorArgs& a, const RowInfo*
       }
       if (kMasks && a.mask.kind != MaskKind::None) {
         const RowInfo& row = rows[nt * 8 + 2 * tq + e];
-        if (visible_a) score_a += mask_term(a.mask, b, row.head, row.position, key_begin + key_a) * kLog2e;
-        if (visible_b) score_b += mask_term(a.mask, b, row.head, row.position, key_begin + key_b) * kLog2e;
+        const auto term = [&](int key) { return mask_term(a.mask, b, row.head, row.position, key_begin + key) * kLog2e; };
+        if (visible_a) score_a = score::masked(score_a, term(key_a));
+        if (visible_b) score_b = score::masked(score_b, term(key_b));
       }
       score_a = visible_a ? score_a : -INFINITY;
       score_b = visible_b ? score_b : -INFINITY;

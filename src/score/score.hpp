@@ -63,14 +63,22 @@ HEED_HOST_DEVICE std::int64_t mask_offset(const call::Mask& m, std::int64_t b, s
   return b * m.strides[0] + h * m.strides[1] + i * m.strides[2] + j * m.strides[3];
 }
 
-// The mask's term for score (b, h, i, j) in natural units: -inf where it hides the key, else
-// the value added to the transformed score (0 for a boolean mask).
+// The term a mask element `value` (a bool's 1 / 0, or an additive mask's value, in natural
+// units) gives its score: -inf where it hides the key, else what is added (0 for a bool).
+HEED_HOST_DEVICE float mask_term_of(call::MaskKind kind, float value) {
+  if (kind == call::MaskKind::Bool) return value != 0.0f ? 0.0f : -INFINITY;
+  return kind == call::MaskKind::Additive ? value : 0.0f;
+}
+
+// A transformed score s with its mask term: a hidden key is -inf whatever s is (a NaN score
+// of a hidden key must not reach the row), else s + term.
+HEED_HOST_DEVICE float masked(float s, float term) { return term == -INFINITY ? -INFINITY : s + term; }
+
+// The mask's term for score (b, h, i, j) in natural units.
 HEED_HOST_DEVICE float mask_term(const call::Mask& m, std::int64_t b, std::int64_t h, std::int64_t i,
                                  std::int64_t j) {
   if (m.kind == call::MaskKind::None) return 0.0f;
-  const float value = load_float(m.data, m.dtype, mask_offset(m, b, h, i, j));
-  if (m.kind == call::MaskKind::Bool) return value != 0.0f ? 0.0f : -INFINITY;
-  return value;
+  return mask_term_of(m.kind, load_float(m.data, m.dtype, mask_offset(m, b, h, i, j)));
 }
 
 // The score of a dot product q·k: s = scale · q·k, and with a softcap c, c · tanh(s / c),
