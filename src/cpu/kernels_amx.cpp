@@ -168,7 +168,7 @@ bool softmax_to_bf16(const Call& p, const Workspace& t, std::int64_t b, std::int
   }
   const score::Transform transform = score::transform(p, 1.0f);
   float c = transform.dot_scale * microkernel::kLog2e;
-  if (transform.capped() || p.mask.kind != MaskKind::None) {  // capped and masked scores, natural units
+  if (!transform.linear() || p.mask.kind != MaskKind::None) {  // transformed and masked, natural units
     for (std::int64_t j = first; j < last; ++j) s[j] *= transform.dot_scale;
     mask_scores(p, transform, b, at.head, at.position, key + first, last - first, s + first);
     c = microkernel::kLog2e;

@@ -149,7 +149,7 @@ bool softmax_step(const Call& p, const Workspace& t, std::int64_t b, std::int64_
   float tile_max = kNegInf;
   if (first < last) {
     const score::Transform transform = score::transform(p, 1.0f);
-    if (transform.capped() || p.mask.kind != MaskKind::None) {
+    if (!transform.linear() || p.mask.kind != MaskKind::None) {
       mask_scores(p, transform, b, at.head, at.position, key + first, last - first, s + first);
     }
     tile_max = microkernel::max_of(s + first, last - first);

@@ -13,23 +13,23 @@
 namespace heed::cpu {
 inline namespace HEED_ISA {
 
-// s[0..count) = c · tanh(s[j]) in natural units, for scores already multiplied by the
-// transform's dot_scale.
-inline void cap_scores(const score::Transform& transform, float* s, std::int64_t count) {
+// s[0..count) = the transform finished (with a softcap c: c · tanh(s[j])) in natural units, for
+// scores already multiplied by the transform's dot_scale.
+inline void finish_scores(const score::Transform& transform, float* s, std::int64_t count) {
   const auto exp2 = [](auto x) { return microkernel::exp2_lanes(x); };
   std::int64_t j = 0;
   for (; j + microkernel::kVectorLanes <= count; j += microkernel::kVectorLanes) {
-    microkernel::store(s + j, transform.cap(microkernel::load(s + j), exp2));
+    microkernel::store(s + j, transform.finish(microkernel::load(s + j), exp2));
   }
-  for (; j < count; ++j) s[j] = transform.cap(s[j], exp2);
+  for (; j < count; ++j) s[j] = transform.finish(s[j], exp2);
 }
 
 // Scores s[0..count) of keys first..first+count of row (b, h, i), each q·k × dot_scale: the
-// softcap where the call has one, then keys outside the causal / window range and keys a
+// transform finished where it is not linear, then keys outside the causal / window range and keys a
 // boolean mask hides become -inf, and an additive mask is added.
 inline void mask_scores(const Call& p, const score::Transform& transform, std::int64_t b, std::int64_t h,
                         std::int64_t i, std::int64_t first, std::int64_t count, float* s) {
-  if (transform.capped()) cap_scores(transform, s, count);
+  if (!transform.linear()) finish_scores(transform, s, count);
   const KeyRange range = score::keys_for_row(p, i);
   for (std::int64_t j = 0; j < count; ++j) {
     if (first + j < range.begin || first + j >= range.end) s[j] = kNegInf;

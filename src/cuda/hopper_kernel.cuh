@@ -359,7 +359,7 @@ __global__ void __launch_bounds__(Traits<kConfig>::kThreads, Traits<kConfig>::kM
       // negative scale).
       float multiplier = 1.0f;
       float tile_max[2] = {-INFINITY, -INFINITY};
-      if (edge || a.transform.capped()) {
+      if (edge || !a.transform.linear()) {
         tiled::transform_scores<kNTiles>(s, a.transform);
         if (edge) {
           int lo[2], hi[2];

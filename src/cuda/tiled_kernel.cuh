@@ -179,11 +179,11 @@ __device__ __forceinline__ void transform_scores(float (&s)[kNTiles][4], const s
   for (int j = 0; j < kNTiles; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) s[j][e] *= transform.dot_scale;
-  if (!transform.capped()) return;
+  if (transform.linear()) return;
 #pragma unroll
   for (int j = 0; j < kNTiles; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) s[j][e] = transform.cap(s[j][e], Exp2Approx{});
+    for (int e = 0; e < 4; ++e) s[j][e] = transform.finish(s[j][e], Exp2Approx{});
 }
 
 // An edge tile's scores: -inf outside the visible columns.

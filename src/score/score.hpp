@@ -82,19 +82,23 @@ HEED_HOST_DEVICE float mask_term(const call::Mask& m, std::int64_t b, std::int64
 }
 
 // The score of a dot product q·k: s = scale · q·k, and with a softcap c, c · tanh(s / c),
-// before the mask term is added. Kernels multiply q·k (or q) by dot_scale; where capped, the
-// score is then cap(x) = c · tanh(x) in `unit`s, else x is the score already.
+// before the mask term is added. Kernels multiply q·k (or q) by dot_scale; where the transform
+// is not linear, finish(x) then gives the score in `unit`s, else x is the score already (and a
+// kernel may fold dot_scale into its exponent's FMA). Every score option that is a function of
+// one score belongs here, so kernels reach it through finish() alone.
 struct Transform {
   float dot_scale = 1.0f;  // scale × unit, or scale / c where capped
   float cap_scale = 0.0f;  // c × unit; 0: no softcap
 
-  HEED_HOST_DEVICE bool capped() const { return cap_scale != 0.0f; }
+  HEED_HOST_DEVICE bool linear() const { return cap_scale == 0.0f; }
 
-  // c · tanh(x) as c - 2c / (e^(2x) + 1): one exp2 and one division, exact at both
-  // saturations (e^(2x) = inf gives c, 0 gives -c) and NaN-preserving. `V` is a float or a
-  // vector of them, `exp2` that kernel's own base-2 exponential.
+  // The rest of the transform after dot_scale: c · tanh(x) as c - 2c / (e^(2x) + 1), one exp2
+  // and one division, exact at both saturations (e^(2x) = inf gives c, 0 gives -c) and
+  // NaN-preserving. `V` is a float or a vector of them, `exp2` that kernel's own base-2
+  // exponential.
   template <typename V, typename Exp2>
-  HEED_HOST_DEVICE V cap(V x, Exp2 exp2) const {
+  HEED_HOST_DEVICE V finish(V x, Exp2 exp2) const {
+    if (linear()) return x;
     const V e = exp2(x * (2.0f * kLog2e)) + 1.0f;
 #if defined(__CUDA_ARCH__)
     return cap_scale - __fdividef(2.0f * cap_scale, e);  // e = inf gives 0, as wanted
