@@ -12,6 +12,7 @@
 #endif
 
 #include "cpu/isa.hpp"
+#include "cpu/load.hpp"
 #include "plan/cpu_tables.hpp"
 
 namespace heed::cpu {
@@ -75,11 +76,11 @@ struct F16 {
   return std::bit_cast<vec>(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(from))));
 #else
   vec values;
-  for (int lane = 0; lane < kVectorLanes; ++lane) values[lane] = static_cast<float>(std::bit_cast<_Float16>(from[lane].bits));
+  for (int lane = 0; lane < kVectorLanes; ++lane) values[lane] = half_to_float(from[lane].bits);
   return values;
 #endif
 }
-[[gnu::always_inline]] inline float to_float(F16 value) { return static_cast<float>(std::bit_cast<_Float16>(value.bits)); }
+[[gnu::always_inline]] inline float to_float(F16 value) { return half_to_float(value.bits); }
 [[gnu::always_inline]] inline float to_float(float value) { return value; }
 [[gnu::always_inline]] inline float to_float(Bf16 value) {
   return std::bit_cast<float>(static_cast<std::uint32_t>(value.bits) << 16);
