@@ -17,7 +17,8 @@
 #include <immintrin.h>
 #endif
 
-namespace heed::cpu::amx {
+// The instruction-set namespace of kernels_amx.cpp (HEED_ISA amx, inline), its one includer.
+namespace heed::cpu::inline amx {
 
 inline constexpr int kTileRows = 16;
 inline constexpr int kTileBytes = 64;        // per row
