@@ -1,6 +1,7 @@
 // The Hopper tiled route's dispatch: TMA tensor maps of K and V (and of Q and the output where
-// their rows allow) for the call, then the plan's instantiation (src/cuda/hopper/*.cu) on grid
-// [row_blocks, Hkv, B], recorded by the profiler.
+// their rows allow) for the call, then the instance compiled for the plan's entry of
+// kHopperConfigs (the generated instance files) on grid [row_blocks, Hkv, B], recorded by the
+// profiler.
 
 #include "cuda/hopper.hpp"
 
@@ -20,12 +21,16 @@
 namespace heed::cuda {
 namespace {
 
+// The instance of entry I, found by the entry's key (so the table's order cannot mis-wire it).
+template <typename T, std::size_t I>
+void launch_entry(const HopperArgs& args, dim3 grid, cudaStream_t stream) {
+  constexpr plan::cuda::HopperKey key = plan::cuda::hopper_key(plan::cuda::kHopperConfigs[I]);
+  hopper::launch<T, key.head_dim, key.value_dim, key.block_n, key.consumers>(args, grid, stream);
+}
+
 template <typename T, std::size_t... I>
 bool launch_config(int config, const HopperArgs& args, dim3 grid, cudaStream_t stream, std::index_sequence<I...>) {
-  return ((config == static_cast<int>(I)
-               ? (hopper::launch<T, static_cast<int>(I)>(args, grid, stream), true)
-               : false) ||
-          ...);
+  return ((config == static_cast<int>(I) ? (launch_entry<T, I>(args, grid, stream), true) : false) || ...);
 }
 
 template <typename T>

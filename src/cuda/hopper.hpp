@@ -1,6 +1,6 @@
 #pragma once
 // The tiled (prefill) route on Hopper: TMA, mbarriers and wgmma (sm_90a), one instantiation
-// per dtype and entry of plan/cuda_tables.hpp's kHopperConfigs.
+// per dtype and kernel of plan/cuda_tables.hpp's kHopperConfigs.
 
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -23,7 +23,10 @@ struct HopperArgs : TiledArgs {
 void run_tiled_hopper(const TiledArgs& args, const plan::CudaRoute& route, cudaStream_t stream);
 
 namespace hopper {
-template <typename T, int kConfig>
+// The launch of the instance keyed (D, Dv, block_n, consumers) (plan::cuda::HopperKey), compiled
+// for the sizes and tiles of the kHopperConfigs entries with that key; the call's D and Dv are
+// at most those. Instantiated by the files cmake/instances.cpp generates, one per key.
+template <typename T, int D, int Dv, int kBlockN, int kConsumers>
 void launch(const HopperArgs& args, dim3 grid, cudaStream_t stream);
 }  // namespace hopper
 

@@ -1,5 +1,6 @@
-// The tiled route's dispatch: the plan's configuration and dtype select one instantiation
-// (src/cuda/tiled/*.cu), launched on grid [row_blocks, Hkv, B] and recorded by the profiler.
+// The tiled route's dispatch: the plan's entry of kTiledConfigs and dtype select the instance
+// compiled for that entry (the generated instance files), launched on grid [row_blocks, Hkv, B]
+// and recorded by the profiler.
 
 #include "cuda/tiled.hpp"
 
@@ -20,14 +21,16 @@ namespace {
 
 using plan::cuda::kTiledConfigs;
 
+// The instance of entry I, found by the entry's key (so the table's order cannot mis-wire it).
+template <typename T, std::size_t I>
+void launch_entry(const TiledArgs& args, dim3 grid, cudaStream_t stream) {
+  constexpr plan::cuda::TiledKey key = plan::cuda::tiled_key(kTiledConfigs[I]);
+  tiled::launch<T, key.head_dim, key.value_dim, key.block_m, key.block_n>(args, grid, stream);
+}
+
 template <typename T, std::size_t... I>
 bool launch_config(int config, const TiledArgs& args, dim3 grid, cudaStream_t stream, std::index_sequence<I...>) {
-  return ((config == static_cast<int>(I)
-               ? (tiled::launch<T, static_cast<int>(kTiledConfigs[I].head_dim),
-                                static_cast<int>(kTiledConfigs[I].value_dim)>(args, grid, stream),
-                  true)
-               : false) ||
-          ...);
+  return ((config == static_cast<int>(I) ? (launch_entry<T, I>(args, grid, stream), true) : false) || ...);
 }
 
 template <typename T>

@@ -1,6 +1,6 @@
 #pragma once
 // The tiled (prefill) route: a FlashAttention-2 style kernel on mma.sync tensor cores, one
-// instantiation per (dtype, D, Dv) of plan/cuda_tables.hpp's kTiledConfigs.
+// instantiation per dtype and kernel of plan/cuda_tables.hpp's kTiledConfigs.
 
 #include <cuda_runtime.h>
 
@@ -8,6 +8,7 @@
 
 #include "cuda/params.hpp"
 #include "plan/cuda_plan.hpp"
+#include "plan/cuda_tables.hpp"
 
 namespace heed::cuda {
 
@@ -24,8 +25,10 @@ struct TiledArgs : Call {
 void run_tiled(const TiledArgs& args, const plan::CudaRoute& route, cudaStream_t stream);
 
 namespace tiled {
-// One kernel's launch (src/cuda/tiled/*.cu instantiate each of the table's entries).
-template <typename T, int D, int Dv>
+// The launch of the instance keyed (D, Dv per block, block_m, block_n) (plan::cuda::TiledKey),
+// compiled for the sizes and tiles of the kTiledConfigs entries with that key; the call's D and
+// Dv are at most those. Instantiated by the files cmake/instances.cpp generates, one per key.
+template <typename T, int D, int Dv, int kBlockM, int kBlockN>
 void launch(const TiledArgs& args, dim3 grid, cudaStream_t stream);
 }  // namespace tiled
 

@@ -25,17 +25,21 @@
 
 namespace heed::cuda::tiled {
 
-template <int D, int Dv>
+// The compile-time shape of the instance keyed (D, Dv, block_m, block_n): the kTiledConfigs
+// entries' with that key.
+template <int kD, int kDv, int kKeyBlockM, int kKeyBlockN>
 struct Traits {
-  static constexpr int kIndex = plan::cuda::tiled_kernel_index(D, Dv);
-  static_assert(kIndex >= 0, "no entry of kTiledConfigs serves this (D, Dv)");
-  static constexpr int kWarps = plan::cuda::kTiledConfigs[kIndex].warps;
+  static constexpr plan::cuda::TiledConfig kConfig =
+      plan::cuda::tiled_instance(plan::cuda::TiledKey{kD, kDv, kKeyBlockM, kKeyBlockN});
+  static_assert(kConfig.head_dim > 0, "no entry of kTiledConfigs has this instance's key");
+  static constexpr int D = kD, Dv = kDv;
+  static constexpr int kWarps = kConfig.warps;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kBlockM = plan::cuda::kTiledRowsPerWarp * kWarps;
-  static constexpr int kBlockN = plan::cuda::kTiledConfigs[kIndex].block_n;
-  static constexpr int kStages = plan::cuda::kTiledConfigs[kIndex].stages;
-  static constexpr bool kQInRegisters = plan::cuda::kTiledConfigs[kIndex].q_in_registers;
-  static constexpr int kMinBlocks = plan::cuda::kTiledConfigs[kIndex].min_blocks;
+  static constexpr int kBlockN = kConfig.block_n;
+  static constexpr int kStages = kConfig.stages;
+  static constexpr bool kQInRegisters = kConfig.q_in_registers;
+  static constexpr int kMinBlocks = kConfig.min_blocks;
   static constexpr int kChunksK = D / 8, kChunksV = Dv / 8;  // 16-byte chunks of a row
   static constexpr int kStrideK = plan::cuda::tiled_row_stride(kChunksK);
   static constexpr int kStrideV = plan::cuda::tiled_row_stride(kChunksV);
@@ -43,8 +47,7 @@ struct Traits {
   static constexpr int kQTile = kBlockM * kStrideK;
   static constexpr int kKTile = kBlockN * kStrideK, kVTile = kBlockN * kStrideV;
   static constexpr int kStage = kKTile + kVTile;
-  static constexpr int kSharedBytes =
-      static_cast<int>(plan::cuda::tiled_shared_bytes(plan::cuda::kTiledConfigs[kIndex]));
+  static constexpr int kSharedBytes = static_cast<int>(plan::cuda::tiled_shared_bytes(kConfig));
   static_assert(kSharedBytes == 16 * (kQTile + kStages * kStage), "the planner's shared-memory size");
   static_assert(D % 16 == 0 && Dv % 16 == 0 && kBlockN % 16 == 0, "whole mma steps");
   static_assert(Dv <= D, "the output tile reuses the Q tile's rows");
@@ -244,10 +247,11 @@ __device__ __forceinline__ void apply_mask(Scores<kNTiles>& s, const call::Mask&
   }
 }
 
-template <typename T, int D, int Dv>
-__global__ void __launch_bounds__(Traits<D, Dv>::kThreads, Traits<D, Dv>::kMinBlocks)
+template <typename T, int D, int Dv, int kKeyBlockM, int kKeyBlockN>
+__global__ void __launch_bounds__(Traits<D, Dv, kKeyBlockM, kKeyBlockN>::kThreads,
+                                  Traits<D, Dv, kKeyBlockM, kKeyBlockN>::kMinBlocks)
     tiled_kernel(const TiledArgs a) {
-  using Tr = Traits<D, Dv>;
+  using Tr = Traits<D, Dv, kKeyBlockM, kKeyBlockN>;
   using KLayout = RowLayout<Tr::kChunksK>;
   using VLayout = RowLayout<Tr::kChunksV>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kStages = Tr::kStages;
@@ -520,11 +524,11 @@ __global__ void __launch_bounds__(Traits<D, Dv>::kThreads, Traits<D, Dv>::kMinBl
 }
 
 // Sets the kernel's shared-memory limit on this device (once), then launches.
-template <typename T, int D, int Dv>
+template <typename T, int D, int Dv, int kBlockM, int kBlockN>
 void launch(const TiledArgs& args, dim3 grid, cudaStream_t stream) {
-  using Tr = Traits<D, Dv>;
-  allow_shared_bytes<tiled_kernel<T, D, Dv>, Carveout::Driver>(Tr::kSharedBytes);
-  tiled_kernel<T, D, Dv><<<grid, Tr::kThreads, Tr::kSharedBytes, stream>>>(args);
+  using Tr = Traits<D, Dv, kBlockM, kBlockN>;
+  allow_shared_bytes<tiled_kernel<T, D, Dv, kBlockM, kBlockN>, Carveout::Driver>(Tr::kSharedBytes);
+  tiled_kernel<T, D, Dv, kBlockM, kBlockN><<<grid, Tr::kThreads, Tr::kSharedBytes, stream>>>(args);
 }
 
 }  // namespace heed::cuda::tiled

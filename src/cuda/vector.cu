@@ -660,10 +660,8 @@ void run_tma(const VectorArgs& a, const plan::CudaRoute& route, dim3 grid, cudaS
   static_cast<VectorArgs&>(tma) = a;
   make_vector_tma_maps(tma, s);
   LaunchRecord record(route.plan.kernel_name.c_str(), grid.x, grid.y, grid.z, stream);
-  if constexpr (std::is_same_v<T, __half>) {
-    launch_vector_tma_f16(tma, s, grid, stream);
-  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    launch_vector_tma_bf16(tma, s, grid, stream);
+  if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) {
+    vector_tma::launch<T>(tma, s, grid, stream);
   } else {
     throw Error(ErrorKind::Internal, "[heed::attention] no TMA vector kernel for float32");
   }
@@ -685,10 +683,8 @@ void run_typed(const VectorArgs& args, const plan::CudaRoute& route, cudaStream_
   } else {
     LaunchRecord record(route.plan.kernel_name.c_str(), grid.x, grid.y, grid.z, stream);
     if (s.tensor_cores) {
-      if constexpr (std::is_same_v<T, __half>) {
-        launch_vector_mma_f16(a, s, grid, stream);
-      } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-        launch_vector_mma_bf16(a, s, grid, stream);
+      if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) {
+        vector_mma::launch<T>(a, s, grid, stream);
       } else {
         throw Error(ErrorKind::Internal, "[heed::attention] no tensor-core vector kernel for float32");
       }

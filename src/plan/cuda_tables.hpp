@@ -158,7 +158,8 @@ namespace heed::plan::cuda {
 // entry and dtype: each warp holds 16 query rows, a block `warps` × 16, and K/V tiles of `block_n`
 // keys stream through a `stages`-deep cp.async ring; `value_parts` blocks split Dv (D 512). The
 // shapes are FlashAttention-2's sm_80 choices, not tuned here. Cases: the prefill_* cases'
-// mma lines (HEED_CUDA_TILED=mma).
+// mma lines (HEED_CUDA_TILED=mma). The build generates each entry's instance files
+// (cmake/instances.cpp).
 struct TiledConfig {
   std::int64_t head_dim = 0, value_dim = 0;  // value_dim: the output columns of one block
   int warps = 4;                // 16 query rows each: block_m = 16 × warps
@@ -167,6 +168,7 @@ struct TiledConfig {
   bool q_in_registers = true;   // else Q fragments are read from shared memory per key tile
   int min_blocks = 1;           // resident blocks per SM the register budget is cut for
   int value_parts = 1;          // blocks per row block, each value_dim columns of Dv (S recomputed)
+  constexpr bool operator==(const TiledConfig&) const = default;
 };
 
 // One 8-warp block per SM everywhere (256 threads, up to 255 registers each, no spills): two
@@ -204,13 +206,37 @@ constexpr int tiled_config_index(std::int64_t head_dim, std::int64_t value_dim) 
   return -1;
 }
 
-// The configuration whose blocks compute (D, Dv-per-block) (the kernel's instantiation), or -1.
-constexpr int tiled_kernel_index(std::int64_t head_dim, std::int64_t block_value_dim) {
-  for (int i = 0; i < kTiledConfigCount; ++i) {
-    if (kTiledConfigs[i].head_dim == head_dim && kTiledConfigs[i].value_dim == block_value_dim) return i;
-  }
-  return -1;
+// What an instance of the kernel is compiled for: an entry's fields but value_parts (a launch
+// argument), so entries differing only there share one instance.
+constexpr TiledConfig tiled_kernel(TiledConfig c) {
+  c.value_parts = 1;
+  return c;
 }
+// What names an instance (the kernel's template arguments, its generated file): D, Dv per
+// block and the tile. One key names one kernel (asserted below).
+struct TiledKey {
+  int head_dim = 0, value_dim = 0, block_m = 0, block_n = 0;
+  constexpr bool operator==(const TiledKey&) const = default;
+};
+constexpr TiledKey tiled_key(const TiledConfig& c) {
+  return {static_cast<int>(c.head_dim), static_cast<int>(c.value_dim), kTiledRowsPerWarp * c.warps, c.block_n};
+}
+// The kernel of the entries with `key` (an instance's shape); D 0, which the kernel rejects,
+// where no entry has it.
+constexpr TiledConfig tiled_instance(TiledKey key) {
+  for (const TiledConfig& c : kTiledConfigs) {
+    if (tiled_key(c) == key) return tiled_kernel(c);
+  }
+  return {};
+}
+constexpr bool tiled_keys_name_one_kernel() {
+  for (const TiledConfig& c : kTiledConfigs) {
+    if (tiled_instance(tiled_key(c)) != tiled_kernel(c)) return false;
+  }
+  return true;
+}
+static_assert(tiled_keys_name_one_kernel(),
+              "two kTiledConfigs entries share (D, Dv, block_m, block_n) but not their compiled fields");
 
 // Shared-memory rows of `chunks` 16-byte chunks: whole groups of 8 chunks are XOR-swizzled
 // (chunk ^ (row & 7)), other widths (D 32, 80, 96) padded to an odd number of chunks (the XOR would
@@ -254,6 +280,7 @@ struct HopperConfig {
   // its half of D, the two partial S meet in shared memory (summed in the same order by both),
   // and each multiplies the weights into its half of V. No S is computed twice.
   bool depth_split = false;
+  constexpr bool operator==(const HopperConfig&) const = default;
 };
 // The first entry for (D, Dv) whose masking and min_keys match serves a call. Longer tiles
 // amortise each tile's softmax bookkeeping; under causal masking and for short key ranges
@@ -322,6 +349,42 @@ constexpr int hopper_config_index(std::int64_t head_dim, std::int64_t value_dim,
   }
   return -1;
 }
+
+// What an instance of the Hopper kernel is compiled for: an entry's fields but those only the
+// planner reads (masking, min_keys) or the launch passes (pingpong).
+constexpr HopperConfig hopper_kernel(HopperConfig c) {
+  c.pingpong = false;
+  c.masking = HopperMasking::Any;
+  c.min_keys = 0;
+  return c;
+}
+// What names an instance (the kernel's template arguments, its generated file): D, Dv, the key
+// tile and the consumer warpgroups. One key names one kernel (asserted below).
+struct HopperKey {
+  int head_dim = 0, value_dim = 0, block_n = 0, consumers = 0;
+  constexpr bool operator==(const HopperKey&) const = default;
+};
+constexpr HopperKey hopper_key(const HopperConfig& c) {
+  return {static_cast<int>(c.head_dim), static_cast<int>(c.value_dim), c.block_n, c.consumers};
+}
+// The kernel of the entries with `key` (an instance's shape); D 0, which the kernel rejects,
+// where no entry has it.
+constexpr HopperConfig hopper_instance(HopperKey key) {
+  for (const HopperConfig& c : kHopperConfigs) {
+    if (hopper_key(c) == key) return hopper_kernel(c);
+  }
+  return {};
+}
+constexpr bool hopper_keys_name_one_kernel() {
+  for (const HopperConfig& c : kHopperConfigs) {
+    if (hopper_instance(hopper_key(c)) != hopper_kernel(c)) return false;
+    if (c.depth_split && c.pingpong) return false;  // the split's consumers work in step
+  }
+  return true;
+}
+static_assert(hopper_keys_name_one_kernel(),
+              "two kHopperConfigs entries share (D, Dv, block_n, consumers) but not their compiled fields, or a "
+              "depth split asks for ping-pong");
 
 // The Hopper kernel's shared memory: Q (block_m rows), the ring, 4 × stages mbarriers (K and V
 // full, K and V free), and 1 KiB to align the base to the 128-byte swizzle's 1024-byte atoms.
