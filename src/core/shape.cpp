@@ -1,5 +1,6 @@
 #include "heed/shape.hpp"
 
+#include <limits>
 #include <string>
 
 #include "core/format.hpp"
@@ -56,8 +57,11 @@ std::vector<std::int64_t> contiguous_strides(const Shape& shape) {
   std::int64_t stride = 1;
   for (int axis = shape.rank() - 1; axis >= 0; --axis) {
     strides[static_cast<std::size_t>(axis)] = stride;
-    // The product past the outermost axis is never a stride; skipping it avoids an overflow.
-    if (axis > 0) stride *= shape[axis] > 1 ? shape[axis] : 1;
+    // A product beyond int64 belongs to a shape without elements (e.g. [0, 8, 2^62, 64]) or one
+    // whose count overflows, which validation rejects: it saturates, addressing nothing.
+    if (__builtin_mul_overflow(stride, shape[axis] > 1 ? shape[axis] : 1, &stride)) {
+      stride = std::numeric_limits<std::int64_t>::max();
+    }
   }
   return strides;
 }

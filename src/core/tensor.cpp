@@ -17,11 +17,9 @@ TensorView::TensorView(void* data_, DType dtype_, Shape shape_, std::vector<std:
 
 bool TensorView::is_contiguous() const {
   if (strides.size() != static_cast<std::size_t>(shape.rank())) return false;
-  std::int64_t expected = 1;
-  for (int axis = shape.rank() - 1; axis >= 0; --axis) {
-    if (shape[axis] == 1) continue;
-    if (strides[static_cast<std::size_t>(axis)] != expected) return false;
-    expected *= shape[axis];
+  const std::vector<std::int64_t> expected = contiguous_strides(shape);  // overflow-free
+  for (std::size_t axis = 0; axis < strides.size(); ++axis) {
+    if (shape[static_cast<int>(axis)] != 1 && strides[axis] != expected[axis]) return false;
   }
   return true;
 }

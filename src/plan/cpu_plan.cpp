@@ -1,6 +1,7 @@
 #include "plan/cpu_plan.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -70,6 +71,12 @@ bool on_bf16_units(const Problem& p, const CpuInfo& cpu) {
 double tile_floats(const Problem& p, std::int64_t rows, std::int64_t keys) {
   const double row_floats = static_cast<double>(p.head_dim) + static_cast<double>(p.value_dim);
   return static_cast<double>(rows) * (row_floats + 2) + static_cast<double>(keys) * (row_floats + static_cast<double>(rows));
+}
+
+// A count in double as int64 for the explanation: int64's limit beyond it (head sizes near that
+// limit), where the conversion would be undefined.
+std::int64_t whole_count(double count) {
+  return count < 0x1p63 ? static_cast<std::int64_t>(count) : std::numeric_limits<std::int64_t>::max();
 }
 
 // Tiled tiles hold block_q query positions of every head of a group (group × block_q rows).
@@ -231,7 +238,7 @@ void build_tiled(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& f
   r.plan.reasons.push_back(format("tiles: {} query positions x {} heads of a key head = {} rows, x {} keys; "
                                   "{} floats of tiles per worker within 1/{} of the {} KiB L2",
                                   r.block_q, p.group, rows, r.block_k,
-                                  static_cast<std::int64_t>(tile_floats(p, rows, r.block_k)),
+                                  whole_count(tile_floats(p, rows, r.block_k)),
                                   kTiledL2Share, cpu.l2_bytes >> 10));
   if (!fit.why.empty()) r.plan.reasons.push_back(fit.why);
   if (cpu.tiled_rows > 0) {
@@ -364,6 +371,27 @@ Pick choose_route(const Problem& p, Fits fits, MinCaps mins, AttentionPlan& plan
   return pick;
 }
 
+// An empty output (B, Hq, Lq or Dv = 0) runs nothing and holds nothing, so no route is sized: its
+// other sizes have no bounded product (B = 0 leaves Lq and Lk free up to int64's limit). The
+// kernel is the caller's route, else the composed one.
+void plan_empty(CpuRoute& r, const Problem& p, const CpuInfo& cpu) {
+  if (p.route == RouteChoice::Vector) {
+    r.plan.kernel = route::Vector{};
+  } else if (p.route == RouteChoice::Tiled) {
+    r.plan.kernel = route::Tiled{};
+  } else {
+    r.plan.kernel = route::Composed{};
+  }
+  r.plan.kernel_name = kernel_name(route_name(r.plan.kernel), p.dtype);
+  r.plan.workers = 0;
+  auto& reasons = r.plan.reasons;
+  reasons.push_back(format("route {}: {}", route_name(r.plan.kernel),
+                           p.route == RouteChoice::Auto ? "any route serves an empty output" : "asked for by the caller"));
+  reasons.push_back("empty output: nothing runs and no scratch is held");
+  reasons.push_back(format("workers: 0 of {} threads", cpu.threads));
+  reasons.push_back("scratch: 0 bytes in 0 buffers; largest score intermediate 0 bytes");
+}
+
 }  // namespace
 
 CpuRoute plan_cpu(const Problem& p) {
@@ -373,6 +401,10 @@ CpuRoute plan_cpu(const Problem& p) {
   r.plan.dtype = p.dtype;
   auto& reasons = r.plan.reasons;
   reasons.push_back(describe(p));
+  if (p.empty_output()) {
+    plan_empty(r, p, cpu);
+    return r;
+  }
 
   const std::int64_t rows = p.group * p.q_len;
   std::size_t vector_min = 0, composed_min = 0, tiled_min = 0;
@@ -417,13 +449,6 @@ CpuRoute plan_cpu(const Problem& p) {
                                  tiled->a, tiled->b, *p.max_score_bytes));
       }
       break;
-  }
-  if (p.empty_output()) {
-    r.plan.workers = 0;
-    r.plan.buffers.clear();
-    r.plan.scratch_bytes = 0;
-    r.plan.max_intermediate_bytes = 0;
-    reasons.push_back("empty output: nothing runs and no scratch is held");
   }
   reasons.push_back(format("workers: {} of {} threads; {} kernels", r.plan.workers, cpu.threads,
                            pick == Pick::Composed ? "BLAS"

@@ -456,6 +456,27 @@ void build_composed(CudaRoute& r, const Problem& p, const ComposedFit& fit) {
   r.plan.scratch_bytes = layout.total_bytes();
 }
 
+// An empty output (B, Hq, Lq or Dv = 0) launches nothing and holds nothing, so no route is sized:
+// its other sizes have no bounded product (B = 0 leaves Lq and Lk free up to int64's limit). The
+// kernel is the caller's route, else the composed one.
+void plan_empty(CudaRoute& r, const Problem& p) {
+  if (p.route == RouteChoice::Vector) {
+    r.plan.kernel = route::Vector{};
+  } else if (p.route == RouteChoice::Tiled) {
+    r.plan.kernel = route::Tiled{};
+  } else {
+    r.plan.kernel = route::Composed{};
+  }
+  r.plan.kernel_name = kernel_name(route_name(r.plan.kernel), p.dtype);
+  r.plan.workers = 0;
+  auto& reasons = r.plan.reasons;
+  reasons.push_back(format("route {}: {}", route_name(r.plan.kernel),
+                           p.route == RouteChoice::Auto ? "any route serves an empty output" : "asked for by the caller"));
+  reasons.push_back("empty output: nothing runs and no scratch is held");
+  reasons.push_back("workers: 0 thread blocks of the main launch");
+  reasons.push_back("scratch: 0 bytes in 0 buffers; largest score intermediate 0 bytes");
+}
+
 }  // namespace
 
 CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device) { return plan_cuda(p, device, {}); }
@@ -466,6 +487,10 @@ CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device, const CudaVe
   r.plan.dtype = p.dtype;
   auto& reasons = r.plan.reasons;
   reasons.push_back(describe(p, format(" on cuda:{} ({}, {} SMs)", device.index, device.name, device.sm_count)));
+  if (p.empty_output()) {
+    plan_empty(r, p);
+    return r;
+  }
 
   std::size_t vector_min = 0, composed_min = 0;
   std::string vector_why, tma_why;
@@ -550,14 +575,6 @@ CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device, const CudaVe
                                composed->rows, composed->heads, p.kv_len, composed->intermediate,
                                *p.max_score_bytes));
     }
-  }
-  if (p.empty_output()) {
-    r.plan.workers = 0;
-    r.plan.buffers.clear();
-    r.plan.scratch_bytes = 0;
-    r.plan.max_intermediate_bytes = 0;
-    r.partials = r.q_packed = r.k_packed = r.v_packed = r.scores = r.out_rows = Region{};
-    reasons.push_back("empty output: nothing runs and no scratch is held");
   }
   reasons.push_back(format("workers: {} thread blocks of the main launch", r.plan.workers));
   reasons.push_back(format("scratch: {} bytes in {} buffers; largest score intermediate {} bytes",

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -496,6 +497,23 @@ TEST_F(HeedTool, PlanRejectsInvalidShapesWithHeedsMessage) {
   EXPECT_EQ(result.err.rfind("[heed", 0), 0u) << result.err;
   EXPECT_NE(result.err.find("32"), std::string::npos) << result.err;
   EXPECT_NE(result.err.find("6"), std::string::npos) << result.err;
+}
+
+// A zero-size problem whose other sizes reach int64's limit (validation bounds no product of
+// them) plans without overflow and prints sane figures: no scratch, no workers, nothing negative.
+TEST_F(HeedTool, PlanOfAnEmptyProblemWithHugeSizes) {
+  const std::string huge = "9223372036854775807";
+  const CommandResult result = heed({"plan", "--q", "0,8," + huge + ",64", "--k", "0,1," + huge + ",64", "--v",
+                                     "0,1," + huge + ",64"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  for (const char* line : {"scratch_bytes: 0 ", "max_intermediate_bytes: 0 ", "workers: 0\n", "buffers: none",
+                           "empty output: nothing runs and no scratch is held"}) {
+    EXPECT_NE(result.out.find(line), std::string::npos) << line << " missing from\n" << result.out;
+  }
+  for (std::size_t at = result.out.find('-'); at != std::string::npos; at = result.out.find('-', at + 1)) {
+    EXPECT_FALSE(at + 1 < result.out.size() && std::isdigit(static_cast<unsigned char>(result.out[at + 1])))
+        << "a negative figure in\n" << result.out;
+  }
 }
 
 TEST_F(HeedTool, CudaWithoutADeviceFailsCleanly) {

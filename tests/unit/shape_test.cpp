@@ -108,6 +108,19 @@ TEST(ContiguousStrides, ShapeWithOverflowingCountHasExactStrides) {
   EXPECT_EQ(view.strides[0], std::int64_t{1} << 39);
 }
 
+// An empty shape's products may pass int64 ([0, 8, 2^63 - 1, 64]): those strides saturate, and the
+// view is still contiguous.
+TEST(ContiguousStrides, EmptyShapeWithProductsBeyondInt64Saturates) {
+  const Shape empty{0, 8, kMax, 64};
+  EXPECT_EQ(contiguous_strides(empty), (std::vector<std::int64_t>{kMax, kMax, 64, 1}));
+  const TensorView view(nullptr, DType::Float32, empty);
+  EXPECT_EQ(view.strides, contiguous_strides(empty));
+  EXPECT_TRUE(view.is_contiguous());
+  EXPECT_EQ(contiguous_strides(Shape{kMax, kMax, 0}), (std::vector<std::int64_t>{kMax, 1, 1}));
+  EXPECT_TRUE(TensorView(nullptr, DType::Float32, Shape{2, 0, 3}).is_contiguous());
+  EXPECT_FALSE(TensorView(nullptr, DType::Float32, Shape{0, kMax, 2}, {0, 0, 0}).is_contiguous());
+}
+
 TEST(TensorViewTest, ContiguityQueries) {
   float data[64] = {};
   TensorView contiguous(data, DType::Float32, Shape{2, 3, 4});
