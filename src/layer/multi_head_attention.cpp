@@ -150,6 +150,7 @@ void check_rows(const TensorView& x, const char* name, std::int64_t hidden, Devi
   }
   check_tensor(x, name, device, dtype);
   if (x.shape[0] < 0 || x.shape[1] < 0) invalid(format("{} shape {} has a negative size", name, x.shape.to_string()));
+  if (x.shape[0] == 0 || x.shape[1] == 0) return;  // no rows: any strides (numpy's may be zeros)
   if (x.strides[2] != 1 && hidden > 1) {
     invalid(format("{} strides {} need a contiguous last dimension (stride 1)", name,
                    Shape(x.strides).to_string()));
@@ -219,6 +220,7 @@ layer::Layout lay_out(const MultiHeadAttentionConfig& c, Device device, DType dt
   const std::int64_t q_width = c.q_heads * c.head_dim, kv_width = c.kv_heads * c.head_dim;
   const std::int64_t positions = checked_mul(batch, length, kOp, "batch x length");
   check_blas_int(positions, "batch x length");
+  check_blas_int(length, "length");  // also where B = 0: the heads' strides multiply it by q_heads x head_dim
 
   AttentionOptions options;
   if (key_padding) options.mask = layer::key_mask_view(mask, device, batch, length);
@@ -322,8 +324,10 @@ void MultiHeadAttention::forward(const TensorView& hidden, const std::optional<T
   const MultiHeadAttentionConfig& c = config_;
   check_rows(hidden, "hidden", c.hidden, device(), dtype());
   check_rows(out, "out", c.hidden, device(), dtype());
-  if (out.shape[0] > 1 && out.strides[0] == 0) invalid("out has batch stride 0: its rows would overlap");
   const std::int64_t batch = hidden.shape[0], length = hidden.shape[1];
+  if (out.shape[0] > 1 && out.shape[1] > 0 && out.strides[0] == 0) {
+    invalid("out has batch stride 0: its rows would overlap");
+  }
   if (!(out.shape == hidden.shape)) {
     invalid(format("out shape {} must equal hidden's {}", out.shape.to_string(), hidden.shape.to_string()));
   }

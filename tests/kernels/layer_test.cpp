@@ -124,6 +124,27 @@ void expect_error(Call call, const std::string& text, ErrorKind kind = ErrorKind
   }
 }
 
+// Empty hidden states and outputs have no rows, so any strides: zeros (numpy's for some empty
+// arrays), a broadcast batch, a strided last dimension. The call gives the empty output.
+TEST(Layer, EmptyBatchOrLengthTakesAnyStrides) {
+  std::mt19937_64 rng(19);
+  LayerData d({"empty_strides", 16, 2, 2, 8, {3}, 3}, rng);
+  const MultiHeadAttention layer(d.config(), d.layer_weights());
+  for (const Shape& shape : {Shape{0, 5, 16}, Shape{3, 0, 16}, Shape{0, 0, 16}}) {
+    for (const std::vector<std::int64_t>& strides :
+         {std::vector<std::int64_t>{0, 0, 0}, std::vector<std::int64_t>{0, 16, 1}, std::vector<std::int64_t>{7, 3, 2}}) {
+      const TensorView hidden(nullptr, DType::Float32, shape, strides);
+      TensorView out(nullptr, DType::Float32, shape, strides);
+      const TensorView mask(nullptr, DType::Bool, Shape{shape[0], shape[1]}, {0, 0});
+      EXPECT_NO_THROW(layer.forward(hidden, std::nullopt, out)) << shape.to_string() << " " << Shape(strides).to_string();
+      EXPECT_NO_THROW(layer.forward(hidden, mask, out)) << shape.to_string() << " " << Shape(strides).to_string();
+    }
+  }
+  // An empty batch of more positions than BLAS's int is rejected by name, before the heads'
+  // strides (length x q_heads x head_dim) overflow.
+  expect_error([&] { layer.plan(0, std::int64_t{1} << 62); }, "length (4611686018427387904) exceeds BLAS's int");
+}
+
 TEST(Layer, BadConfigAndWeightsAreRejectedWithTheirValues) {
   std::mt19937_64 rng(19);
   LayerData d({"bad", 32, 4, 2, 8, {5, 2}, 5}, rng);

@@ -134,3 +134,19 @@ def test_torch_tensors_when_installed():
     assert isinstance(got, torch.Tensor)
     expected = reference_layer(x, mask, w, 4, 1, 8)
     assert_close(got.numpy().reshape(2, 6, 1, 32), expected.reshape(2, 6, 1, 32), "float32")
+
+
+def test_empty_batch_or_length_gives_the_empty_output():
+    """B = 0 or L = 0 gives the empty output, as heed.attention does (numpy's empty arrays may
+    carry zero strides), with or without a mask and out=."""
+    rng = np.random.default_rng(13)
+    layer = heed.MultiHeadAttention(q_heads=4, kv_heads=2, **make_layer(rng, 32, 4, 2, 8))
+    for shape in ((0, 5, 32), (3, 0, 32), (0, 0, 32)):
+        x = np.zeros(shape, np.float32)
+        y = layer(x)
+        assert y.shape == shape and y.dtype == np.float32
+        assert layer(x, np.ones(shape[:2], bool)).shape == shape
+        out = np.empty(shape, np.float32)
+        assert layer(x, np.ones(shape[:2], np.int64), out=out) is out
+        assert layer.plan(shape[0], shape[1]).workspace_bytes == 0
+
