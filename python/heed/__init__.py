@@ -72,8 +72,18 @@ def _framework(array: Any) -> str:
 
 
 def _is_cuda(array: Any) -> bool:
-    device_type = array.__dlpack_device__()[0]
+    try:
+        device_type = array.__dlpack_device__()[0]
+    except Exception:  # a device DLPack cannot name (PyTorch's meta): the import raises NotImplementedError
+        return False
     return int(device_type) in (_DL_CUDA, _DL_CUDA_MANAGED)
+
+
+def _flag(value: Any, op: str, name: str) -> bool:
+    """A bool or numpy.bool_ as bool; TypeError for anything else (an int is no flag)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"[{op}] {name} must be a bool, got {type(value).__module__}.{type(value).__qualname__}")
 
 
 def _current_stream(array: Any, framework: str) -> int:
@@ -232,6 +242,7 @@ def attention(
     On CUDA heed runs on the caller's current stream. Errors: ValueError (invalid input),
     TypeError (not an array), MemoryError, NotImplementedError (unsupported device or dtype).
     """
+    causal = _flag(causal, "heed.attention", "causal")
     call = _Call("heed.attention", stream_source=q)
     q_in, k_in, v_in = call.prepare(q, "q"), call.prepare(k, "k"), call.prepare(v, "v")
     mask_in, sinks_in = call.prepare(mask, "mask"), call.prepare(sinks, "sinks")
@@ -298,6 +309,7 @@ def plan(
     raises what attention would. `scale` is accepted for symmetry; no plan depends on it.
     """
     del scale
+    causal = _flag(causal, "heed.plan", "causal")
     call = _Call("heed.plan")
     mask_in, sinks_in = call.prepare(mask, "mask"), call.prepare(sinks, "sinks")
     if isinstance(q, (tuple, list)) and isinstance(k, (tuple, list)) and isinstance(v, (tuple, list)):

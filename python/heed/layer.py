@@ -9,10 +9,24 @@ from typing import Any, Optional
 from . import _heed
 from ._heed import LayerPlan
 
+_OP = "heed.MultiHeadAttention"
+
 
 def _detached(array: Any) -> Any:
     """A PyTorch parameter's data without its autograd history (heed is forward only), else the array."""
     return array.detach() if getattr(array, "requires_grad", False) else array
+
+
+def _rows(weight: Any, name: str, layout: str) -> int:
+    """The first dimension of a weight [out_features, in_features]: TypeError when it is no array,
+    ValueError when it is not of rank 2 (the C++ layer checks the rest)."""
+    from . import _Call
+
+    _Call(_OP).prepare(weight, name)  # TypeError, naming the argument, for what is no array
+    shape = tuple(getattr(weight, "shape", ()))
+    if len(shape) != 2:
+        raise ValueError(f"[{_OP}] {name} must have rank 2 {layout}, got shape {[int(n) for n in shape]}")
+    return int(shape[0])
 
 
 class MultiHeadAttention:
@@ -28,16 +42,18 @@ class MultiHeadAttention:
     used. kv_heads defaults to q_heads (MHA); fewer is GQA, 1 is MQA. head_dim defaults to
     q_weight's rows / q_heads, scale to 1/sqrt(head_dim). Errors as heed.attention's:
     ValueError for invalid input (heed's message, e.g. tensors on another device than the
-    weights), NotImplementedError for a dtype or device the layer does not run (float16 or
-    bfloat16 on the CPU; CUDA in a build without it or on a machine without a device).
+    weights), TypeError for an argument that is no array, NotImplementedError for a dtype or
+    device the layer does not run (float16 or bfloat16 on the CPU; CUDA in a build without it or
+    on a machine without a device). B = 0 or L = 0 gives the empty output.
     """
 
     def __init__(self, *, q_weight: Any, k_weight: Any, v_weight: Any, out_weight: Any, q_heads: int,
                  kv_heads: Optional[int] = None, head_dim: Optional[int] = None, q_bias: Any = None,
                  k_bias: Any = None, v_bias: Any = None, out_bias: Any = None, scale: Optional[float] = None):
-        hidden = int(out_weight.shape[0])
+        hidden = _rows(out_weight, "out_weight", "[hidden, q_heads * head_dim]")
+        q_rows = _rows(q_weight, "q_weight", "[q_heads * head_dim, hidden]")
         if head_dim is None:
-            head_dim = int(q_weight.shape[0]) // q_heads if q_heads > 0 else 0
+            head_dim = q_rows // q_heads if q_heads > 0 else 0
         self.hidden, self.q_heads = hidden, int(q_heads)
         self.kv_heads = int(kv_heads) if kv_heads is not None else self.q_heads
         self.head_dim = int(head_dim)
@@ -73,6 +89,8 @@ class MultiHeadAttention:
         does not wait for it."""
         from . import _Call, _empty, _framework
 
+        call = _Call(_OP, stream_source=hidden)
+        hidden_in = call.prepare(hidden, "hidden")  # TypeError first for what is no array
         if key_padding_mask is not None and str(getattr(key_padding_mask, "dtype", "bool")) not in ("bool", "torch.bool"):
             key_padding_mask = key_padding_mask != 0  # tokenizers' int masks
         if out is None:
@@ -83,9 +101,8 @@ class MultiHeadAttention:
             if _framework(hidden) == "jax":
                 raise ValueError("[heed.MultiHeadAttention] JAX arrays are not supported by the layer; pass numpy")
             out, _ = _empty(hidden, shape)
-        call = _Call("heed.MultiHeadAttention", stream_source=hidden)
         mask_in = None if key_padding_mask is None else call.prepare(key_padding_mask, "key_padding_mask")
-        self._layer.forward_into(call.prepare(hidden, "hidden"), mask_in, call.prepare(out, "out"), call.stream)
+        self._layer.forward_into(hidden_in, mask_in, call.prepare(out, "out"), call.stream)
         return out
 
     forward = __call__

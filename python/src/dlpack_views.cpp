@@ -84,20 +84,40 @@ Device to_device(int device_type, int device_id, const ArraySpec& spec) {
                                           "); heed runs on cpu and cuda");
 }
 
-// An object nanobind could not import: a TypeError when it is no array, else a ValueError
-// with the producer's own reason (e.g. numpy's strides that are not whole elements).
+// The message of a Python exception, without the traceback that python_error::what() adds.
+std::string message_of(const nb::python_error& error) { return nb::str(error.value()).c_str(); }
+
+// An object nanobind could not import: a TypeError when it is no array; NotImplementedError when
+// it is on a device heed has no backend for (one DLPack cannot name either, as PyTorch's meta);
+// else a ValueError with the producer's own reason (numpy's strides that are not whole elements,
+// PyTorch's sparse layouts).
 [[noreturn]] void not_importable(nb::handle object, const ArraySpec& spec) {
-  if (nb::hasattr(object, "__dlpack__")) {
-    std::string reason = "its DLPack export is not one heed can read";
-    try {
-      object.attr("__dlpack__")();
-    } catch (const nb::python_error& error) {
-      reason = error.what();
-    }
-    throw nb::value_error(
-        (prefix(spec) + "(" + python_type_name(object) + ") cannot be read through DLPack: " + reason).c_str());
+  if (!nb::hasattr(object, "__dlpack__")) {
+    throw nb::type_error((prefix(spec) + "must be an array that supports DLPack, got " + python_type_name(object)).c_str());
   }
-  throw nb::type_error((prefix(spec) + "must be an array that supports DLPack, got " + python_type_name(object)).c_str());
+  if (nb::hasattr(object, "__dlpack_device__")) {
+    int device_type = kDLCPU, device_id = 0;
+    try {
+      const nb::tuple device = nb::cast<nb::tuple>(object.attr("__dlpack_device__")());
+      device_type = nb::cast<int>(device[0]);
+      device_id = nb::cast<int>(device[1]);
+    } catch (const nb::python_error& error) {
+      throw Error(ErrorKind::Unsupported, prefix(spec) + "(" + python_type_name(object) +
+                                              ") is on a device DLPack cannot name (" + message_of(error) +
+                                              "); heed runs on cpu and cuda");
+    } catch (const nb::cast_error&) {
+      // An odd __dlpack_device__: the export's own error below says more.
+    }
+    (void)to_device(device_type, device_id, spec);
+  }
+  std::string reason = "its DLPack export is not one heed can read";
+  try {
+    object.attr("__dlpack__")();
+  } catch (const nb::python_error& error) {
+    reason = message_of(error);
+  }
+  throw nb::value_error(
+      (prefix(spec) + "(" + python_type_name(object) + ") cannot be read through DLPack: " + reason).c_str());
 }
 
 }  // namespace

@@ -102,9 +102,10 @@ void bind_layer(nb::module_& m) {
   nb::class_<Layer>(m, "MultiHeadAttention", "heed::MultiHeadAttention; use heed.MultiHeadAttention")
       .def(nb::init<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::optional<double>, nb::handle,
                     nb::handle, nb::handle, nb::handle, nb::handle, nb::handle, nb::handle, nb::handle>(),
-           "hidden"_a, "q_heads"_a, "kv_heads"_a, "head_dim"_a, "scale"_a.none(), "q_weight"_a, "k_weight"_a,
-           "v_weight"_a, "out_weight"_a, "q_bias"_a.none(), "k_bias"_a.none(), "v_bias"_a.none(),
-           "out_bias"_a.none())
+           // None reaches the import for weights too, which names the argument (a TypeError).
+           "hidden"_a, "q_heads"_a, "kv_heads"_a, "head_dim"_a, "scale"_a.none(), "q_weight"_a.none(),
+           "k_weight"_a.none(), "v_weight"_a.none(), "out_weight"_a.none(), "q_bias"_a.none(), "k_bias"_a.none(),
+           "v_bias"_a.none(), "out_bias"_a.none())
       .def_prop_ro("scale", [](const Layer& l) { return l.layer().scale(); })
       .def_prop_ro("device", [](const Layer& l) { return l.layer().device().to_string(); })
       .def_prop_ro("dtype", [](const Layer& l) { return std::string(to_string(l.layer().dtype())); })

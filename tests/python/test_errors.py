@@ -173,3 +173,59 @@ def test_no_crash_on_any_input(argument):
         if argument not in ("out", "scale"):  # the plan reads neither
             with pytest.raises((ValueError, TypeError, NotImplementedError)):
                 heed.plan(q, k, v, **kwargs)
+
+
+def test_numpy_bool_is_a_flag():
+    """causal takes numpy's bool as Python's (a comparison's result); other types stay TypeError."""
+    expected = heed.attention(Q, K, V, causal=True)
+    np.testing.assert_array_equal(heed.attention(Q, K, V, causal=np.bool_(True)), expected)
+    np.testing.assert_array_equal(heed.attention(Q, K, V, causal=np.bool_(False)), heed.attention(Q, K, V))
+    assert heed.plan(Q, K, V, causal=np.bool_(True)) == heed.plan(Q, K, V, causal=True)
+    assert heed.plan(Q.shape, K.shape, V.shape, causal=np.bool_(True)) == heed.plan(Q.shape, K.shape, V.shape,
+                                                                                     causal=True)
+    check(lambda: heed.attention(Q, K, V, causal=1), TypeError, "[heed.attention] causal must be a bool, got builtins.int")
+    check(lambda: heed.plan(Q, K, V, causal=None), TypeError, "[heed.plan] causal must be a bool")
+
+
+class _Unexportable:
+    """An array whose DLPack export fails as PyTorch's does for meta tensors (no DLPack device at
+    all) or for sparse ones (a CPU device, but no strided export)."""
+
+    def __init__(self, device_error: bool):
+        self.device_error = device_error
+        self.shape, self.dtype = (1, 4, 5, 16), np.dtype(F32)
+
+    def __dlpack_device__(self):
+        if self.device_error:
+            raise ValueError("Unknown device type meta for Dlpack")
+        return (1, 0)
+
+    def __dlpack__(self, *args, **kwargs):
+        raise BufferError("Can't export tensors with layout other than torch.strided")
+
+
+@pytest.mark.parametrize("position", ["q", "k", "mask"])
+def test_unexportable_arrays(position):
+    """A device DLPack cannot name is NotImplementedError; an export that fails is ValueError
+    with the producer's reason and no traceback, in any position, for attention and plan."""
+    for device_error, exception, text in ((True, NotImplementedError, "Unknown device type meta for Dlpack"),
+                                          (False, ValueError, "Can't export tensors with layout other than")):
+        kwargs = {"q": Q, "k": K, "v": V, position: _Unexportable(device_error)}
+        for call in (heed.attention, heed.plan):
+            with pytest.raises(exception) as info:
+                call(**kwargs)
+            message = str(info.value)
+            assert message.startswith(f"[{call.__module__}.{call.__name__}] {position} "), message
+            assert text in message and "Traceback" not in message and "\n" not in message, message
+
+
+def test_torch_meta_and_sparse_tensors():
+    torch = torch_or_skip()
+    q, k, v = (torch.from_numpy(x) for x in (Q, K, V))
+    for args in ((q.to("meta"), k, v), (q, k.to("meta"), v)):
+        message = check(lambda: heed.attention(*args), NotImplementedError, "heed runs on cpu and cuda")
+        assert "Traceback" not in message, message
+        check(lambda: heed.plan(*args), NotImplementedError, "heed runs on cpu and cuda")
+    for args in ((q.to_sparse(), k, v), (q, k.to_sparse(), v)):
+        message = check(lambda: heed.attention(*args), ValueError, "cannot be read through DLPack")
+        assert "Traceback" not in message and "\n" not in message, message

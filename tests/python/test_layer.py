@@ -150,3 +150,40 @@ def test_empty_batch_or_length_gives_the_empty_output():
         assert layer(x, np.ones(shape[:2], np.int64), out=out) is out
         assert layer.plan(shape[0], shape[1]).workspace_bytes == 0
 
+
+def test_wrong_python_types_are_type_errors():
+    """What is no array is TypeError, naming the argument (README); an array of the wrong shape
+    is ValueError."""
+    rng = np.random.default_rng(17)
+    w = make_layer(rng, 32, 4, 2, 8)
+    for name in ("q_weight", "k_weight", "v_weight", "out_weight", "q_bias", "out_bias"):
+        for bad in ([[1.0]], "w") + ((None,) if name.endswith("weight") else ()):
+            with pytest.raises(TypeError, match=rf"\[heed\.MultiHeadAttention\] {name} must be an array"):
+                heed.MultiHeadAttention(q_heads=4, kv_heads=2, **{**w, name: bad})
+    for name in ("q_weight", "out_weight"):
+        for bad in (np.array(1.0, np.float32), np.zeros(32, np.float32)):
+            with pytest.raises(ValueError, match=rf"\[heed\.MultiHeadAttention\] {name} must have rank 2"):
+                heed.MultiHeadAttention(q_heads=4, kv_heads=2, **{**w, name: bad})
+    layer = heed.MultiHeadAttention(q_heads=4, kv_heads=2, **w)
+    x = rng.standard_normal((2, 5, 32)).astype(np.float32)
+    with pytest.raises(TypeError, match=r"hidden must be an array .* got builtins\.list"):
+        layer(x.tolist())
+    with pytest.raises(TypeError, match=r"hidden must be an array"):
+        layer(None)
+    with pytest.raises(TypeError, match=r"key_padding_mask must be an array"):
+        layer(x, [[True] * 5] * 2)
+    with pytest.raises(TypeError, match=r"out must be an array"):
+        layer(x, out=[0.0])
+
+
+def test_torch_empty_and_meta_when_installed():
+    torch = pytest.importorskip("torch", reason="PyTorch is not importable here")
+    rng = np.random.default_rng(19)
+    w = {k: torch.from_numpy(v) for k, v in make_layer(rng, 32, 4, 2, 8).items()}
+    layer = heed.MultiHeadAttention(q_heads=4, kv_heads=2, **w)
+    assert layer(torch.zeros(0, 5, 32)).shape == (0, 5, 32)
+    assert layer(torch.zeros(3, 0, 32), torch.ones(3, 0, dtype=torch.bool)).shape == (3, 0, 32)
+    with pytest.raises(NotImplementedError, match=r"hidden .*heed runs on cpu and cuda"):
+        layer(torch.zeros(2, 5, 32, device="meta"))
+    with pytest.raises(NotImplementedError, match=r"q_weight .*heed runs on cpu and cuda"):
+        heed.MultiHeadAttention(q_heads=4, kv_heads=2, **{**w, "q_weight": w["q_weight"].to("meta")})
