@@ -8,6 +8,7 @@
 #include "core/cpu_info.hpp"
 #include "core/format.hpp"
 #include "heed/error.hpp"
+#include "plan/planner.hpp"
 #include "plan/cpu_tables.hpp"
 
 namespace heed::plan {
@@ -375,21 +376,8 @@ Pick choose_route(const Problem& p, Fits fits, MinCaps mins, AttentionPlan& plan
 // other sizes have no bounded product (B = 0 leaves Lq and Lk free up to int64's limit). The
 // kernel is the caller's route, else the composed one.
 void plan_empty(CpuRoute& r, const Problem& p, const CpuInfo& cpu) {
-  if (p.route == RouteChoice::Vector) {
-    r.plan.kernel = route::Vector{};
-  } else if (p.route == RouteChoice::Tiled) {
-    r.plan.kernel = route::Tiled{};
-  } else {
-    r.plan.kernel = route::Composed{};
-  }
+  plan_empty_output(r.plan, p, format("workers: 0 of {} threads", cpu.threads));
   r.plan.kernel_name = kernel_name(route_name(r.plan.kernel), p.dtype);
-  r.plan.workers = 0;
-  auto& reasons = r.plan.reasons;
-  reasons.push_back(format("route {}: {}", route_name(r.plan.kernel),
-                           p.route == RouteChoice::Auto ? "any route serves an empty output" : "asked for by the caller"));
-  reasons.push_back("empty output: nothing runs and no scratch is held");
-  reasons.push_back(format("workers: 0 of {} threads", cpu.threads));
-  reasons.push_back("scratch: 0 bytes in 0 buffers; largest score intermediate 0 bytes");
 }
 
 }  // namespace

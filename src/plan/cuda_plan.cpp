@@ -7,6 +7,7 @@
 
 #include "core/format.hpp"
 #include "heed/error.hpp"
+#include "plan/planner.hpp"
 #include "plan/cuda_tables.hpp"
 #include "plan/cuda_tiled_plan.hpp"
 
@@ -460,21 +461,8 @@ void build_composed(CudaRoute& r, const Problem& p, const ComposedFit& fit) {
 // its other sizes have no bounded product (B = 0 leaves Lq and Lk free up to int64's limit). The
 // kernel is the caller's route, else the composed one.
 void plan_empty(CudaRoute& r, const Problem& p) {
-  if (p.route == RouteChoice::Vector) {
-    r.plan.kernel = route::Vector{};
-  } else if (p.route == RouteChoice::Tiled) {
-    r.plan.kernel = route::Tiled{};
-  } else {
-    r.plan.kernel = route::Composed{};
-  }
+  plan_empty_output(r.plan, p, "workers: 0 thread blocks of the main launch");
   r.plan.kernel_name = kernel_name(route_name(r.plan.kernel), p.dtype);
-  r.plan.workers = 0;
-  auto& reasons = r.plan.reasons;
-  reasons.push_back(format("route {}: {}", route_name(r.plan.kernel),
-                           p.route == RouteChoice::Auto ? "any route serves an empty output" : "asked for by the caller"));
-  reasons.push_back("empty output: nothing runs and no scratch is held");
-  reasons.push_back("workers: 0 thread blocks of the main launch");
-  reasons.push_back("scratch: 0 bytes in 0 buffers; largest score intermediate 0 bytes");
 }
 
 }  // namespace

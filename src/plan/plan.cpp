@@ -88,6 +88,23 @@ std::string AttentionPlan::to_json() const {
 
 namespace plan {
 
+void plan_empty_output(AttentionPlan& plan, const Problem& p, const std::string& workers) {
+  if (p.route == RouteChoice::Vector) {
+    plan.kernel = route::Vector{};
+  } else if (p.route == RouteChoice::Tiled) {
+    plan.kernel = route::Tiled{};
+  } else {
+    plan.kernel = route::Composed{};
+  }
+  plan.workers = 0;
+  plan.reasons.push_back(format("route {}: {}", route_name(plan.kernel),
+                                p.route == RouteChoice::Auto ? "any route serves an empty output"
+                                                             : "asked for by the caller"));
+  plan.reasons.push_back("empty output: nothing runs and no scratch is held");
+  plan.reasons.push_back(workers);
+  plan.reasons.push_back("scratch: 0 bytes in 0 buffers; largest score intermediate 0 bytes");
+}
+
 void require_backend(Device device) {
   if (device.type != DeviceType::CPU) {
     throw Error(ErrorKind::Unsupported,

@@ -1,6 +1,8 @@
 #pragma once
 // Entry points shared by plan_attention and attention.
 
+#include <string>
+
 #include "heed/device.hpp"
 #include "heed/options.hpp"
 #include "heed/plan.hpp"
@@ -11,6 +13,10 @@ namespace heed::plan {
 
 // Throws Unsupported when this build has no backend for the device.
 void require_backend(Device device);
+// The plan of an empty output (B, Hq, Lq or Dv = 0), for every backend: the caller's route, else
+// the composed one; nothing runs and no scratch is held. `workers` is the backend's line on its
+// workers; the backend names the kernel.
+void plan_empty_output(AttentionPlan& plan, const Problem& p, const std::string& workers);
 // The plan of a validated problem on `device` (the CPU or, when built, a CUDA device).
 AttentionPlan plan_on(const Problem& problem, Device device);
 
