@@ -4,11 +4,11 @@
 # run here at configure time; editing the tables or the generator re-runs it at the next build.
 # Sets HEED_CUDA_INSTANCES (one translation unit per instance) and HEED_GENERATED_DIR (to add to
 # the kernels' include path: it holds cuda/hopper_wgmma.cuh).
-set(HEED_GENERATED_DIR ${CMAKE_BINARY_DIR}/generated)
+set(HEED_GENERATED_DIR ${PROJECT_BINARY_DIR}/generated)
 file(MAKE_DIRECTORY ${HEED_GENERATED_DIR}/cuda/instances)
-try_run(heed_instances_run heed_instances_compiled ${CMAKE_BINARY_DIR}/cmake/instances
-  ${CMAKE_SOURCE_DIR}/cmake/instances.cpp
-  CMAKE_FLAGS "-DINCLUDE_DIRECTORIES=${CMAKE_SOURCE_DIR}/src"
+try_run(heed_instances_run heed_instances_compiled ${PROJECT_BINARY_DIR}/cmake/instances
+  ${PROJECT_SOURCE_DIR}/cmake/instances.cpp
+  CMAKE_FLAGS "-DINCLUDE_DIRECTORIES=${PROJECT_SOURCE_DIR}/src"
   CXX_STANDARD 20
   CXX_STANDARD_REQUIRED ON
   COMPILE_OUTPUT_VARIABLE heed_instances_compile_output
@@ -25,5 +25,5 @@ string(STRIP "${heed_instances_output}" heed_instances_output)
 string(REPLACE "\n" ";" HEED_CUDA_INSTANCES "${heed_instances_output}")
 list(LENGTH HEED_CUDA_INSTANCES heed_instance_count)
 message(STATUS "heed: ${heed_instance_count} CUDA instance files from src/plan/cuda_tables.hpp")
-set_property(DIRECTORY ${CMAKE_SOURCE_DIR} APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
-  ${CMAKE_SOURCE_DIR}/src/plan/cuda_tables.hpp ${CMAKE_SOURCE_DIR}/cmake/instances.cpp)
+set_property(DIRECTORY ${PROJECT_SOURCE_DIR} APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+  ${PROJECT_SOURCE_DIR}/src/plan/cuda_tables.hpp ${PROJECT_SOURCE_DIR}/cmake/instances.cpp)

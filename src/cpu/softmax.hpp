@@ -16,12 +16,12 @@ inline namespace HEED_ISA {
 // s[0..count) = the transform finished (with a softcap c: c · tanh(s[j])) in natural units, for
 // scores already multiplied by the transform's dot_scale.
 inline void finish_scores(const score::Transform& transform, float* s, std::int64_t count) {
-  const auto exp2 = [](auto x) { return microkernel::exp2_lanes(x); };
+  const auto tanh = score::tanh_by_exp2([](auto x) { return microkernel::exp2_lanes(x); });
   std::int64_t j = 0;
   for (; j + microkernel::kVectorLanes <= count; j += microkernel::kVectorLanes) {
-    microkernel::store(s + j, transform.finish(microkernel::load(s + j), exp2));
+    microkernel::store(s + j, transform.finish(microkernel::load(s + j), tanh));
   }
-  for (; j < count; ++j) s[j] = transform.finish(s[j], exp2);
+  for (; j < count; ++j) s[j] = transform.finish(s[j], tanh);
 }
 
 // Scores s[0..count) of keys first..first+count of row (b, h, i), each q·k × dot_scale: the

@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/params.hpp"
 #include "score/score.hpp"
@@ -77,6 +78,20 @@ struct Exp2Approx {
     return y;
   }
 };
+
+// tanh on the special-function unit (tanh.approx.f32: relative error about 2^-11, NaN kept,
+// ±1 at the saturations): one MUFU op where the exp2 form takes two. bfloat16's softcap, whose
+// weights are rounded to 8 bits anyway (FlashAttention's choice for every 16-bit type); float16
+// and float32 keep the exp2 form, whose error is within their tolerance (docs/decisions.md).
+struct TanhApprox {
+  __device__ __forceinline__ float operator()(float x) const {
+    float y;
+    asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+  }
+};
+template <typename T>
+using KernelTanh = std::conditional_t<std::is_same_v<T, __nv_bfloat16>, TanhApprox, score::TanhByExp2<Exp2Approx>>;
 
 using score::KeyRange;
 using score::keys_for_row;

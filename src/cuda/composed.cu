@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(kRowThreads) softmax_kernel(const Call g, cons
   for (std::int64_t j = threadIdx.x; j < g.kv_len; j += kRowThreads) {
     float s = -INFINITY;
     if (j >= range.begin && j < range.end) {
-      s = transform.finish(row[j], exp2);
+      s = transform.finish(row[j], score::tanh_by_exp2(exp2));
       s = score::masked(s, mask_term(g.mask, b, h, i, j));
     }
     row[j] = s;

@@ -30,7 +30,7 @@ using tiled::copy_async;
 using tiled::shared_address;
 
 // The compile-time shape of the instance keyed (D, Dv, block_n, consumers): the kHopperConfigs
-// entries' with that key.
+// entries' with that key. D and Dv are the compiled sizes, to which the call's round up.
 template <int kD, int kDv, int kKeyBlockN, int kKeyConsumers>
 struct Traits {
   static constexpr plan::cuda::HopperConfig kConfig =
@@ -173,6 +173,9 @@ __global__ void __launch_bounds__(Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kT
   const int rows = static_cast<int>(a.rows), group = static_cast<int>(g.group);
   const int kv_len = static_cast<int>(g.kv_len), q_len = static_cast<int>(g.q_len), offset = kv_len - q_len;
   const int window = g.window > 0 ? static_cast<int>(min(g.window, g.kv_len + g.q_len)) : 0;
+  // The call's D and Dv, at most the compiled ones: TMA reads zeros past them (the maps hold the
+  // call's sizes); the consumers' own copies and stores skip those columns.
+  const int head_dim = static_cast<int>(g.head_dim), value_dim = static_cast<int>(g.value_dim);
   const int row_last = min(row0 + kBlockM, rows) - 1;
   const tiled::BlockReach reach = tiled::block_reach(row0, row_last, group, offset, window, g.causal, kv_len);
   const int tile_first = reach.begin / kBlockN;
@@ -248,7 +251,7 @@ __global__ void __launch_bounds__(Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kT
         const int index = thread + 128 * i;
         const int r = wg_row0 + index / kChunks, c = d0 / 8 + index % kChunks;
         const int row = row0 + r;
-        const bool valid = row < rows;
+        const bool valid = row < rows && 8 * c < head_dim;
         const T* source = q_batch;
         if (valid) {
           source += (kv_head * group + row % group) * a.q_strides.s[1] + std::int64_t(row / group) * a.q_strides.s[2] +
@@ -363,7 +366,7 @@ __global__ void __launch_bounds__(Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kT
       float multiplier = 1.0f;
       float tile_max[2] = {-INFINITY, -INFINITY};
       if (edge || !a.transform.linear()) {
-        tiled::transform_scores<kNTiles>(s, a.transform);
+        tiled::transform_scores<T, kNTiles>(s, a.transform);
         if (edge) {
           int lo[2], hi[2];
           tiled::visible_columns<kBlockN>(n0, key_lo, key_hi, lo, hi);
@@ -513,7 +516,7 @@ __global__ void __launch_bounds__(Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kT
       const int index = lane + 32 * i;
       const int r = wg_row0 + warp * 16 + index / kChunksV, c = dv0 / 8 + index % kChunksV;
       const int row = row0 + r;
-      if (row >= rows) continue;
+      if (row >= rows || 8 * c >= value_dim) continue;
       T* const destination = out_batch + (kv_head * group + row % group) * a.out_strides.s[1] +
                              std::int64_t(row / group) * a.out_strides.s[2];
       const uint4 chunk = *reinterpret_cast<const uint4*>(shared + swizzled(r, c, Tr::kQPanel));

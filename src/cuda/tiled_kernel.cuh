@@ -26,7 +26,7 @@
 namespace heed::cuda::tiled {
 
 // The compile-time shape of the instance keyed (D, Dv, block_m, block_n): the kTiledConfigs
-// entries' with that key.
+// entries' with that key. D and Dv are the compiled sizes, to which the call's round up.
 template <int kD, int kDv, int kKeyBlockM, int kKeyBlockN>
 struct Traits {
   static constexpr plan::cuda::TiledConfig kConfig =
@@ -176,7 +176,7 @@ __device__ __forceinline__ void visible_columns(int n0, const int (&key_lo)[2], 
 
 // A tile's dot products to scores in the log2 domain, by the score header's transform: scaled,
 // then capped where the call has a softcap.
-template <int kNTiles>
+template <typename T, int kNTiles>
 __device__ __forceinline__ void transform_scores(float (&s)[kNTiles][4], const score::Transform& transform) {
 #pragma unroll
   for (int j = 0; j < kNTiles; ++j)
@@ -186,7 +186,7 @@ __device__ __forceinline__ void transform_scores(float (&s)[kNTiles][4], const s
 #pragma unroll
   for (int j = 0; j < kNTiles; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) s[j][e] = transform.finish(s[j][e], Exp2Approx{});
+    for (int e = 0; e < 4; ++e) s[j][e] = transform.finish(s[j][e], KernelTanh<T>{});
 }
 
 // An edge tile's scores: -inf outside the visible columns.
@@ -274,6 +274,9 @@ __global__ void __launch_bounds__(Traits<D, Dv, kKeyBlockM, kKeyBlockN>::kThread
   const int kv_len = static_cast<int>(g.kv_len), q_len = static_cast<int>(g.q_len), offset = kv_len - q_len;
   // A window of Lq + Lk keys or more bounds nothing; clamped there it fits an int.
   const int window = g.window > 0 ? static_cast<int>(min(g.window, g.kv_len + g.q_len)) : 0;
+  // The call's D and this part's columns of Dv, at most the compiled D and Dv: the copies past
+  // them write zeros and read nothing, the stores past them are skipped.
+  const int head_dim = static_cast<int>(g.head_dim), part_columns = static_cast<int>(g.value_dim - part * Dv);
 
   // Keys any row of the block can see, and the diagonals of its first and last row.
   const int row_last = min(row0 + kBlockM, rows) - 1;
@@ -297,7 +300,7 @@ __global__ void __launch_bounds__(Traits<D, Dv, kKeyBlockM, kKeyBlockN>::kThread
       const int index = lane + 32 * i;
       const int r = warp * 16 + index / Tr::kChunksK, c = index % Tr::kChunksK;
       const int row = row0 + r;
-      const bool valid = row < rows;
+      const bool valid = row < rows && 8 * c < head_dim;
       const T* source = q_batch;
       if (valid) {
         source += (kv_head * group + row % group) * a.q_strides.s[1] + std::int64_t(row / group) * a.q_strides.s[2] +
@@ -322,9 +325,9 @@ __global__ void __launch_bounds__(Traits<D, Dv, kKeyBlockM, kKeyBlockN>::kThread
       const int index = threadIdx.x + i * Tr::kThreads;
       if (kKChunks % Tr::kThreads == 0 || index < kKChunks) {
         const int r = index / Tr::kChunksK, c = index % Tr::kChunksK;
-        const bool valid = n0 + r < kv_len;
+        const bool valid = n0 + r < kv_len && 8 * c < head_dim;
         copy_async(shared_address(k_tile + KLayout::at(r, c)),
-                   k_head + (valid ? n0 + r : 0) * a.k_strides.s[2] + 8 * c, valid);
+                   k_head + (valid ? (n0 + r) * a.k_strides.s[2] + 8 * c : 0), valid);
       }
     }
 #pragma unroll
@@ -332,9 +335,9 @@ __global__ void __launch_bounds__(Traits<D, Dv, kKeyBlockM, kKeyBlockN>::kThread
       const int index = threadIdx.x + i * Tr::kThreads;
       if (kVChunks % Tr::kThreads == 0 || index < kVChunks) {
         const int r = index / Tr::kChunksV, c = index % Tr::kChunksV;
-        const bool valid = n0 + r < kv_len;
+        const bool valid = n0 + r < kv_len && 8 * c < part_columns;
         copy_async(shared_address(v_tile + VLayout::at(r, c)),
-                   v_head + (valid ? n0 + r : 0) * a.v_strides.s[2] + 8 * c, valid);
+                   v_head + (valid ? (n0 + r) * a.v_strides.s[2] + 8 * c : 0), valid);
       }
     }
   };
@@ -406,7 +409,7 @@ __global__ void __launch_bounds__(Traits<D, Dv, kKeyBlockM, kKeyBlockN>::kThread
     // behind the window): its scores are masked one by one.
     const bool edge = n0 + kBlockN > kv_len || (g.causal && n0 + kBlockN - 1 > reach.diag_first) ||
                       (window > 0 && n0 <= reach.diag_last - window);
-    transform_scores<kNTiles>(s, a.transform);
+    transform_scores<T, kNTiles>(s, a.transform);
     if (edge || g.mask.kind != MaskKind::None) {
       int lo[2], hi[2];
       visible_columns<kBlockN>(n0, key_lo, key_hi, lo, hi);
@@ -509,7 +512,7 @@ __global__ void __launch_bounds__(Traits<D, Dv, kKeyBlockM, kKeyBlockN>::kThread
     const int index = lane + 32 * i;
     const int r = index / Tr::kChunksV, c = index % Tr::kChunksV;
     const int row = row0 + warp * 16 + r;
-    if (row >= rows) continue;
+    if (row >= rows || 8 * c >= part_columns) continue;
     T* const destination = out_batch + (kv_head * group + row % group) * a.out_strides.s[1] +
                            std::int64_t(row / group) * a.out_strides.s[2];
     const uint4 chunk = staging[VLayout::at(r, c)];

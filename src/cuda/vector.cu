@@ -152,7 +152,7 @@ __device__ __forceinline__ void compute_step(const VectorArgs& a, const RowInfo*
       const std::int64_t j = j0 + u;
       const bool visible = info.valid && j < key_end && j >= info.begin && j < info.end;
       float score = visible ? s[r][u] : -INFINITY;
-      if (visible && !a.transform.linear()) score = a.transform.finish(score, Exp2Approx{});
+      if (visible && !a.transform.linear()) score = a.transform.finish(score, KernelTanh<T>{});
       if (visible && g.mask.kind != MaskKind::None) {
         score = score::masked(score, mask_term(g.mask, b, info.head, info.position, j) * kLog2e);
       }
@@ -252,7 +252,7 @@ __device__ __forceinline__ void compute_step_owned(const VectorArgs& a, const Ow
 
   const bool visible = j >= own_row_info.lo && j < own_row_info.hi;
   float score = visible ? s[0] : -INFINITY;
-  if (visible && !a.transform.linear()) score = a.transform.finish(score, Exp2Approx{});
+  if (visible && !a.transform.linear()) score = a.transform.finish(score, KernelTanh<T>{});
   if (visible && g.mask.kind != MaskKind::None) {
     score = score::masked(score, mask_term(g.mask, b, own_row_info.head, own_row_info.position, j) * kLog2e);
   }

@@ -366,8 +366,8 @@ __device__ __forceinline__ void softmax_item(const VectorArgs& a, const RowInfo*
       float score_a = (s[nt][e] + s_odd[nt][e]) * a.transform.dot_scale;
       float score_b = (s[nt][2 + e] + s_odd[nt][2 + e]) * a.transform.dot_scale;
       if (!a.transform.linear()) {
-        score_a = a.transform.finish(score_a, Exp2Approx{});
-        score_b = a.transform.finish(score_b, Exp2Approx{});
+        score_a = a.transform.finish(score_a, KernelTanh<T>{});
+        score_b = a.transform.finish(score_b, KernelTanh<T>{});
       }
       if (kMasks && a.mask.kind != MaskKind::None) {
         const RowInfo& row = rows[nt * 8 + 2 * tq + e];

@@ -149,12 +149,12 @@ std::string tma_why_not(const Problem& p, const CudaDeviceInfo& device) {
   }
   if (!device.wgmma_built) return "this build has no sm_90a code (HEED_CUDA_ARCHS without 90a)";
   if (p.dtype != DType::Float16 && p.dtype != DType::BFloat16) return "the TMA kernel takes float16 and bfloat16";
-  bool served = false;
-  for (int head_class : kVectorTmaHeadClasses) {
-    served = served || (p.head_dim == head_class && p.value_dim == head_class);
-  }
-  if (!served) {
-    return format("the TMA kernel serves D = Dv = 64, 128 or 256, not D {} / Dv {}", p.head_dim, p.value_dim);
+  if (vector_tma_head_class(p.head_dim, p.value_dim) == 0) {
+    std::string classes;
+    for (int head_class : kVectorTmaHeadClasses) classes += (classes.empty() ? "" : ", ") + format("{}", head_class);
+    return format("the TMA kernel's classes ({}; D and Dv rounded up, each into the class's last 64-column box) "
+                  "hold no D {} / Dv {}",
+                  classes, p.head_dim, p.value_dim);
   }
   if (!p.rows_wide || !p.kv_strides_positive) {
     return "the TMA kernel's tensor maps need contiguous 16-byte rows and positive strides of k and v";
@@ -171,9 +171,9 @@ std::optional<VectorFit> fit_vector_tma(const Problem& p, const CudaDeviceInfo& 
   s.tensor_cores = true;
   s.tma = true;
   s.elems_per_chunk = kVectorLoadBytes / static_cast<int>(size_of(p.dtype));
-  s.head_class = static_cast<int>(p.head_dim);
-  s.k_steps = static_cast<int>(p.head_dim / 32);
-  s.v_steps = static_cast<int>(p.value_dim / 64);
+  s.head_class = vector_tma_head_class(p.head_dim, p.value_dim);
+  s.k_steps = static_cast<int>(ceil_div(p.head_dim, 32));
+  s.v_steps = static_cast<int>(ceil_div(p.value_dim, 64));
   fit_mma_rows(fit, p);
   // Wide blocks where the groups about fill the SMs (cuda_tables.hpp), or where asked.
   const std::int64_t groups = p.batch * p.kv_heads * s.row_tiles;
@@ -354,6 +354,15 @@ void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, 
                              "(D {} in {} steps of 32, Dv {} in {} steps of 64)",
                              short_name(p.dtype), s.rows, s.row_tiles, s.row_tile, s.head_class, p.head_dim,
                              s.k_steps, p.value_dim, s.v_steps));
+    if (p.head_dim != s.head_class || p.value_dim != s.head_class) {
+      reasons.push_back(format("{} on the compiled {} ({}, stores past Dv skipped)",
+                               p.head_dim == p.value_dim ? format("head size {} runs", p.head_dim)
+                                                         : format("head sizes D {} / Dv {} run", p.head_dim,
+                                                                  p.value_dim),
+                               s.head_class,
+                               s.tma ? "the tensor maps read zeros past the call's columns"
+                                     : "the copies past the call's columns write zeros"));
+    }
     reasons.push_back(s.tma ? format("loads: TMA (cp.async.bulk.tensor, 64-column x 16-key boxes, 128-byte swizzle) "
                                      "by lane 0 of each warp into its ring, one mbarrier per slot; this 9.0 device "
                                      "and the call's contiguous 16-byte rows allow it")

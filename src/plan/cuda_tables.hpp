@@ -85,11 +85,23 @@ inline constexpr int kVectorMaxWaves = 8;
 // The TMA vector kernel (cuda/vector_tma.cuh): the tensor-core kernel's products and tiles, its
 // K and V items copied by TMA (lane 0 of each warp) into the per-warp ring, where per-lane
 // cp.async stalled near 3 TB/s. Served on a 9.0 device (sm_90a code) for float16 / bfloat16 where
-// D = Dv is a class below, rows are 16-byte chunks and k's and v's strides are positive (what a
-// tensor map describes). Cases: the four decode_* cases.
+// D and Dv round up to a class below (vector_tma_head_class), rows are 16-byte chunks and k's and
+// v's strides are positive (what a tensor map describes). Cases: the four decode_* cases.
 inline constexpr int kVectorTmaHeadClasses[] = {64, 128, 256};
 // A box of a K or V item: 64 columns (one 128-byte swizzle row) × 16 keys.
 inline constexpr int kVectorTmaBoxColumns = 64;
+// The TMA kernel's class for (D, Dv): the smallest that holds both, where both reach into its
+// last box, so that every box copied holds some of the call's columns (the maps read zeros past
+// them); 0 where none (D 136-192 on class 256: the cp.async kernel serves them).
+constexpr int vector_tma_head_class(std::int64_t head_dim, std::int64_t value_dim) {
+  for (int head_class : kVectorTmaHeadClasses) {
+    if (head_dim <= head_class && value_dim <= head_class) {
+      const int last_box = head_class - kVectorTmaBoxColumns;
+      return head_dim > last_box && value_dim > last_box ? head_class : 0;
+    }
+  }
+  return 0;
+}
 // The swizzle's 1024-byte atoms: the kernel aligns its dynamic shared memory, the plan adds this.
 inline constexpr std::int64_t kVectorTmaAlignBytes = 1024;
 // Static shared memory of the kernel (one mbarrier per ring slot of each warp, its rows' bounds,
@@ -156,10 +168,11 @@ namespace heed::plan::cuda {
 // Tiled (prefill) route, FlashAttention-2 style on mma.sync (sm_80 and up; on sm_90 for what
 // kHopperConfigs below does not serve, and under HEED_CUDA_TILED=mma). One kernel per (D, Dv)
 // entry and dtype: each warp holds 16 query rows, a block `warps` × 16, and K/V tiles of `block_n`
-// keys stream through a `stages`-deep cp.async ring; `value_parts` blocks split Dv (D 512). The
-// shapes are FlashAttention-2's sm_80 choices, not tuned here. Cases: the prefill_* cases'
-// mma lines (HEED_CUDA_TILED=mma). The build generates each entry's instance files
-// (cmake/instances.cpp).
+// keys stream through a `stages`-deep cp.async ring; `value_parts` blocks split Dv (D 512). A
+// call's D and Dv (multiples of 8) round up to the entry of least padded work that holds both
+// (tiled_config_index). The shapes are FlashAttention-2's sm_80 choices, not tuned here. Cases:
+// the prefill_* cases' mma lines (HEED_CUDA_TILED=mma). Adding a head size is one row here: the
+// build generates its instance files (cmake/instances.cpp).
 struct TiledConfig {
   std::int64_t head_dim = 0, value_dim = 0;  // value_dim: the output columns of one block
   int warps = 4;                // 16 query rows each: block_m = 16 × warps
@@ -180,16 +193,22 @@ inline constexpr TiledConfig kTiledConfigs[] = {
     {80, 80, 8, 64, 2, true, 1},
     {96, 96, 8, 64, 2, true, 1},
     {128, 128, 8, 64, 2, true, 1},
+    // D 136-160 (on an A100, and under masks on an H200): 1.2x less padded work than on 192.
+    {160, 160, 8, 64, 2, false, 1},
     {192, 128, 8, 64, 2, false, 1},
     {192, 192, 8, 64, 2, false, 1},
+    // D 200-224, as 160: 1.14x less padded work than on 256.
+    {224, 224, 8, 32, 2, false, 1},
     {256, 256, 8, 32, 2, false, 1},
     // D = Dv = 512 (no public fused kernel serves it): a warp's 16 rows × 512 output columns
     // would take 256 float32 registers per lane, so the value columns split in two: blocks
     // z = 2b and 2b + 1 each compute S for their rows (the whole of D) and 256 columns of O, and
     // the work is 1.5× the FLOPs counted (2·512 + 2·256 per pair and part, against 2·512 + 2·512).
     // 224 KiB of shared memory (Q 128 KiB, two stages of 32 keys × (512 + 256) × 2 bytes): an
-    // H100 / H200 holds it, an A100 (163 KiB) does not and keeps the composed route.
+    // H100 / H200 holds it, an A100 (163 KiB) takes the next entry.
     {512, 256, 8, 32, 2, false, 1, 2},
+    // The same with 64-row blocks: Q 64 KiB, 160 KiB in all, within an A100's 163 KiB.
+    {512, 256, 4, 32, 2, false, 1, 2},
 };
 inline constexpr int kTiledConfigCount = static_cast<int>(sizeof(kTiledConfigs) / sizeof(kTiledConfigs[0]));
 // Query rows per warp: the M of mma.m16n8k16, one A fragment per 16-key step.
@@ -198,12 +217,17 @@ inline constexpr int kTiledRowsPerWarp = 16;
 // The value dimension a configuration serves: its blocks' columns times the parts.
 constexpr std::int64_t served_value_dim(const TiledConfig& c) { return c.value_dim * c.value_parts; }
 
-// The configuration serving (D, Dv), or -1.
-constexpr int tiled_config_index(std::int64_t head_dim, std::int64_t value_dim) {
-  for (int i = 0; i < kTiledConfigCount; ++i) {
-    if (kTiledConfigs[i].head_dim == head_dim && served_value_dim(kTiledConfigs[i]) == value_dim) return i;
-  }
-  return -1;
+// Whether an entry serves (D, Dv): both at most its compiled sizes (the kernel rounds them up,
+// as FlashAttention does: loads past D and Dv read zeros, stores past Dv are skipped), every
+// value part holding some of Dv's columns. Rows are 16-byte chunks (the planner checks).
+constexpr bool tiled_serves(const TiledConfig& c, std::int64_t head_dim, std::int64_t value_dim) {
+  return head_dim > 0 && head_dim <= c.head_dim && value_dim > (c.value_parts - 1) * c.value_dim &&
+         value_dim <= served_value_dim(c);
+}
+// Multiply-adds per (row, key) pair an entry spends: S over its D in each value part, P·V over
+// its Dv. The planner takes the entry serving a call with the least of this.
+constexpr std::int64_t tiled_padded_work(const TiledConfig& c) {
+  return c.head_dim * c.value_parts + served_value_dim(c);
 }
 
 // What an instance of the kernel is compiled for: an entry's fields but value_parts (a launch
@@ -255,13 +279,27 @@ constexpr std::int64_t tiled_shared_bytes(const TiledConfig& c) {
   return 16 * (q_tile + std::int64_t{c.stages} * c.block_n * (k_row + v_row));
 }
 
+// The entry serving (D, Dv) with the least padded work (the first of equals) whose shared
+// memory fits `shared_per_block`, or -1.
+constexpr int tiled_config_index(std::int64_t head_dim, std::int64_t value_dim,
+                                 std::int64_t shared_per_block = std::int64_t{1} << 40) {
+  int best = -1;
+  for (int i = 0; i < kTiledConfigCount; ++i) {
+    const TiledConfig& c = kTiledConfigs[i];
+    if (!tiled_serves(c, head_dim, value_dim) || tiled_shared_bytes(c) > shared_per_block) continue;
+    if (best < 0 || tiled_padded_work(c) < tiled_padded_work(kTiledConfigs[best])) best = i;
+  }
+  return best;
+}
+
 // Tiled route on Hopper (compute capability 9.0, built for sm_90a): K and V tiles of `block_n`
 // keys arrive by TMA (cp.async.bulk.tensor, 128-byte swizzle) in a `stages`-deep ring completed
 // on mbarriers; one producer warpgroup (one thread issues the copies) and `consumers` warpgroups
 // of 64 rows (block_m = 64 × consumers), S = Q·Kᵀ and O += P·V on wgmma.mma_async (m64nNk16,
 // float32 accumulators; Q and K from shared memory, P from registers, V transposed from shared
-// memory). Rows are packed as on the mma.sync kernel. Served: float16 and bfloat16, D = Dv of
-// these entries, no array mask; the rest keeps the mma.sync kernel. Shapes from the register
+// memory). Rows are packed as on the mma.sync kernel. Served: float16 and bfloat16, D and Dv
+// rounded up to an entry's D = Dv (hopper_config_index), no array mask, where the padded work
+// pays (wgmma_pays); the rest keeps the mma.sync kernel. Shapes from the register
 // budget (setmaxnreg: O (Dv / 2), S (block_n / 2) and P (block_n / 4) registers per consumer
 // thread) and shared memory (Q, then `stages` × block_n × (D + Dv) × 2 bytes, at most 227 KiB
 // per block). Cases: prefill_b2_16x16_d128_8k (176-key tiles), prefill_b2_32x32_d64_8k (192),
@@ -282,9 +320,9 @@ struct HopperConfig {
   bool depth_split = false;
   constexpr bool operator==(const HopperConfig&) const = default;
 };
-// The first entry for (D, Dv) whose masking and min_keys match serves a call. Longer tiles
-// amortise each tile's softmax bookkeeping; under causal masking and for short key ranges
-// shorter ones waste less on the diagonal and the last tile.
+// Of the entries of least padded work holding (D, Dv), the first whose masking and min_keys
+// match serves a call. Longer tiles amortise each tile's softmax bookkeeping; under causal
+// masking and for short key ranges shorter ones waste less on the diagonal and the last tile.
 inline constexpr HopperConfig kHopperConfigs[] = {
     // 16 + 2 × 48 KiB; S 96, P 48, O 32 registers; three stages measured slower.
     // Case: prefill_b2_32x32_d64_8k.
@@ -304,6 +342,9 @@ inline constexpr HopperConfig kHopperConfigs[] = {
     {128, 128, 176, 2, true, HopperMasking::Full, 0, 2},
     // 32 + 2 × 64 KiB; S 64, O 64, P 32 registers.
     {128, 128, 128, 2, true, HopperMasking::Any, 0, 2},
+    // D 136-192: 48 + 2 × 84 KiB; S 56, P 28, O 96 registers. FlashAttention-3's tile at D 192
+    // (128 × 112); not yet measured here.
+    {192, 192, 112, 2, true, HopperMasking::Any, 0, 2},
     // 64 + 2 × 64 KiB; O 128 registers leave S 32 (64 keys).
     {256, 256, 64, 2, true, HopperMasking::Any, 0, 2},
     // D 512, the depth split: 64 rows, Q 64 KiB + 2 × (K 32 + V 32) KiB + 32 KiB for the
@@ -340,14 +381,35 @@ constexpr int hopper_consumer_registers(const HopperConfig& c) {
   return (launch * (1 + c.consumers) - hopper_producer_registers(c)) / c.consumers / 8 * 8;
 }
 
-// The Hopper configuration serving (D, Dv) with or without causal masking over Lk keys, or -1.
+// Whether an entry serves (D, Dv): both at most its compiled sizes, rounded up inside the
+// kernel (TMA fills a box's columns past the tensor's D or Dv with zeros and stores none past
+// Dv; the consumers' own copies and stores skip those columns).
+constexpr bool hopper_serves(const HopperConfig& c, std::int64_t head_dim, std::int64_t value_dim) {
+  return head_dim > 0 && head_dim <= c.head_dim && value_dim > 0 && value_dim <= c.value_dim;
+}
+constexpr std::int64_t hopper_padded_work(const HopperConfig& c) { return c.head_dim + c.value_dim; }
+
+// The Hopper configuration for (D, Dv) with or without causal masking over Lk keys: of the
+// entries that serve it and match, the first of least padded work; or -1.
 constexpr int hopper_config_index(std::int64_t head_dim, std::int64_t value_dim, bool causal, std::int64_t kv_len) {
+  int best = -1;
   for (int i = 0; i < kHopperPlannedCount; ++i) {
     const HopperConfig& c = kHopperConfigs[i];
     const bool fits = c.masking == HopperMasking::Any || (c.masking == HopperMasking::Causal) == causal;
-    if (c.head_dim == head_dim && c.value_dim == value_dim && fits && kv_len >= c.min_keys) return i;
+    if (!hopper_serves(c, head_dim, value_dim) || !fits || kv_len < c.min_keys) continue;
+    if (best < 0 || hopper_padded_work(c) < hopper_padded_work(kHopperConfigs[best])) best = i;
   }
-  return -1;
+  return best;
+}
+
+// The wgmma kernel's speed per FLOP of its compiled sizes over the mma.sync kernel's: on the
+// H200 1.65-2.5x FlashAttention-2's mma.sync kernel (PyTorch's flash lines of the prefill_*
+// cases at D 64-256; 1.4x at BERT's 512 keys) and 2.6-3.2x heed's own at D 512. A call takes
+// the wgmma kernel where its padded work is under this many times the mma.sync entry's: from
+// D 40 up (72 on 128 against 80, 136 on 192 against 160); D 8-32 stay on the mma.sync 32.
+inline constexpr std::int64_t kWgmmaSpeedup = 2;
+constexpr bool wgmma_pays(const HopperConfig& h, const TiledConfig& t) {
+  return hopper_padded_work(h) < kWgmmaSpeedup * tiled_padded_work(t);
 }
 
 // What an instance of the Hopper kernel is compiled for: an entry's fields but those only the

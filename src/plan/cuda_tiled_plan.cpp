@@ -15,14 +15,26 @@ namespace {
 using namespace cuda;
 constexpr std::int64_t kMaxGridYZ = 65535;
 
+std::string head_sizes(std::int64_t head_dim, std::int64_t value_dim) {
+  return head_dim == value_dim ? format("{}", head_dim) : format("{}/{}", head_dim, value_dim);
+}
+
 std::string served_head_sizes() {
   std::string text;
   for (const TiledConfig& c : kTiledConfigs) {
-    if (!text.empty()) text += ", ";
-    const std::int64_t dv = served_value_dim(c);
-    text += c.head_dim == dv ? format("{}", c.head_dim) : format("{}/{}", c.head_dim, dv);
+    const std::string size = head_sizes(c.head_dim, served_value_dim(c));
+    if (text.find(size) == std::string::npos) text += (text.empty() ? "" : ", ") + size;
   }
   return text;
+}
+
+// "head size 72 runs on the compiled 80 ...", or empty where the call's sizes are compiled.
+std::string rounding(const Problem& p, std::int64_t head_dim, std::int64_t value_dim) {
+  if (p.head_dim == head_dim && p.value_dim == value_dim) return {};
+  const std::string sizes = p.head_dim == p.value_dim ? format("head size {}", p.head_dim)
+                                                      : format("head sizes D {} / Dv {}", p.head_dim, p.value_dim);
+  return format("{} {} on the compiled {} (loads past the call's columns read zeros, stores past Dv are skipped)",
+                sizes, p.head_dim == p.value_dim ? "runs" : "run", head_sizes(head_dim, value_dim));
 }
 
 // The key tiles each row block visits, in launch order (the last row block first), as the
@@ -94,8 +106,9 @@ std::string hopper_why_not(const Problem& p, const CudaDeviceInfo& device, int i
       const std::string size = format("{}", c.head_dim);
       if (built.find(size) == std::string::npos) built += (built.empty() ? "" : ", ") + size;
     }
-    return format("the wgmma kernel is built for D = Dv in {} only, not D {} / Dv {}", built, p.head_dim,
-                  p.value_dim);
+    return format("the wgmma kernel is built for D = Dv in {} (a call's sizes rounded up), none of them holds D {} / "
+                  "Dv {}",
+                  built, p.head_dim, p.value_dim);
   }
   if (p.mask_kind != MaskKind::None) {
     return "array masks stay on the mma.sync kernel (the wgmma kernel's consumers would spill reading them per "
@@ -129,12 +142,20 @@ std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInf
                      to_string(p.dtype));
     return std::nullopt;
   }
-  const int index = tiled_config_index(p.head_dim, p.value_dim);
+  const int index = tiled_config_index(p.head_dim, p.value_dim, static_cast<std::int64_t>(device.shared_per_block));
   if (index < 0) {
-    why_not = format("no tiled kernel is built for D {} / Dv {} (built: D {}); above 256 the output rows of a "
-                     "warp alone would take Dv / 2 float32 registers per thread (256 at Dv 512), so Dv 512 splits "
-                     "its columns and other sizes are not built",
-                     p.head_dim, p.value_dim, served_head_sizes());
+    const int any = tiled_config_index(p.head_dim, p.value_dim);
+    if (any >= 0) {
+      why_not = format("its {} bytes of shared memory per block (compiled D {}) exceed the device's {}",
+                       tiled_shared_bytes(kTiledConfigs[any]),
+                       head_sizes(kTiledConfigs[any].head_dim, served_value_dim(kTiledConfigs[any])),
+                       device.shared_per_block);
+    } else {
+      why_not = format("no tiled kernel is built for D {} / Dv {} (compiled: D {}, a call's sizes rounded up to the "
+                       "next); above 256 the output rows of a warp alone would take Dv / 2 float32 registers per "
+                       "thread (256 at Dv 512), so Dv 512 splits its columns and other sizes are not built",
+                       p.head_dim, p.value_dim, served_head_sizes());
+    }
     return std::nullopt;
   }
   if (!p.rows_wide) {
@@ -166,11 +187,6 @@ std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInf
                      kMaxGridYZ);
     return std::nullopt;
   }
-  if (static_cast<std::size_t>(s.shared_bytes) > device.shared_per_block) {
-    why_not = format("its {} bytes of shared memory per block exceed the device's {}", s.shared_bytes,
-                     device.shared_per_block);
-    return std::nullopt;
-  }
   if (p.max_score_bytes && fit.intermediate > static_cast<std::size_t>(*p.max_score_bytes)) {
     min_cap = fit.intermediate;
     why_not = format("its {} x {} score tile per block ({} bytes) exceeds max_score_bytes {}", s.block_m, s.block_n,
@@ -180,7 +196,16 @@ std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInf
   // On Hopper the wgmma kernel where it serves, unless HEED_CUDA_TILED=mma.
   using Choice = CudaDeviceInfo::TiledKernel;
   const int hopper = hopper_config_index(p.head_dim, p.value_dim, p.causal, p.kv_len);
-  const std::string hopper_why = hopper_why_not(p, device, hopper);
+  std::string hopper_why = hopper_why_not(p, device, hopper);
+  // Where both serve, the kernel of less padded work at the wgmma kernel's measured speed-up
+  // (kWgmmaSpeedup), unless HEED_CUDA_TILED=wgmma asks for it.
+  if (hopper_why.empty() && device.tiled_kernel == Choice::Auto && !wgmma_pays(kHopperConfigs[hopper], c)) {
+    hopper_why = format("the wgmma kernel's compiled {} multiplies {} columns per (row, key), the mma.sync kernel's "
+                        "compiled {} {}: not under the {}x that the wgmma kernel's speed per FLOP makes up for",
+                        head_sizes(kHopperConfigs[hopper].head_dim, kHopperConfigs[hopper].value_dim),
+                        hopper_padded_work(kHopperConfigs[hopper]), head_sizes(c.head_dim, served_value_dim(c)),
+                        tiled_padded_work(c), kWgmmaSpeedup);
+  }
   if (device.tiled_kernel == Choice::Mma) {
     fit.kernel_reason = "tiled kernel mma.sync: HEED_CUDA_TILED=mma";
   } else if (!hopper_why.empty()) {
@@ -215,6 +240,10 @@ void build_cuda_tiled(CudaRoute& r, const Problem& p, const CudaTiledFit& fit) {
   r.plan.kernel_name = std::string(s.wgmma ? "heed_cuda_tiled_wgmma_" : "heed_cuda_tiled_") + short_name(p.dtype);
   auto& reasons = r.plan.reasons;
   reasons.push_back(fit.kernel_reason);
+  const std::string rounded =
+      s.wgmma ? rounding(p, kHopperConfigs[s.config].head_dim, kHopperConfigs[s.config].value_dim)
+              : rounding(p, kTiledConfigs[s.config].head_dim, served_value_dim(kTiledConfigs[s.config]));
+  if (!rounded.empty()) reasons.push_back(rounded);
   if (s.wgmma) {
     const HopperConfig& h = kHopperConfigs[s.config];
     reasons.push_back(format("tiled tiles: {} rows x {} keys; one producer warpgroup (one thread issues TMA copies "
@@ -236,21 +265,24 @@ void build_cuda_tiled(CudaRoute& r, const Problem& p, const CudaTiledFit& fit) {
                              s.shared_bytes));
   }
   if (s.wgmma && kHopperConfigs[s.config].depth_split) {
+    const HopperConfig& h = kHopperConfigs[s.config];
     reasons.push_back(format("depth split: both consumers hold the block's {} rows, each {} of D's {} columns and {} "
                              "of Dv's {}; each issues S over its columns, the two partial score tiles are summed "
                              "through shared memory ({} bytes, two buffers), and each multiplies the weights into "
                              "its columns of V: S is computed once, O ({} columns per thread row) fits the registers",
-                             s.block_m, p.head_dim / 2, p.head_dim, p.value_dim / 2, p.value_dim,
-                             hopper_exchange_bytes(kHopperConfigs[s.config]), p.value_dim / 2));
+                             s.block_m, h.head_dim / 2, h.head_dim, h.value_dim / 2, h.value_dim,
+                             hopper_exchange_bytes(h), h.value_dim / 2));
   }
   if (s.value_parts > 1) {
+    const TiledConfig& c = kTiledConfigs[s.config];
+    const std::int64_t dv = served_value_dim(c);
     reasons.push_back(format("value split: Dv {} in {} parts of {} columns, blocks z = b x {} + part; each part "
                              "computes S over all of D {} again ({}x the FLOPs of one pass), since a warp's {} "
                              "output columns would not fit its registers",
-                             p.value_dim, s.value_parts, p.value_dim / s.value_parts, s.value_parts, p.head_dim,
-                             static_cast<double>(s.value_parts * p.head_dim + p.value_dim) /
-                                 static_cast<double>(p.head_dim + p.value_dim),
-                             p.value_dim));
+                             dv, s.value_parts, c.value_dim, s.value_parts, c.head_dim,
+                             static_cast<double>(s.value_parts * c.head_dim + dv) /
+                                 static_cast<double>(c.head_dim + dv),
+                             dv));
   }
   reasons.push_back(format("tiled rows: the {} heads of a key head packed with its {} positions ({} rows: row r is "
                            "position r / {}, head r % {}), so each K/V tile is read once per group",

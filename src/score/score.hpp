@@ -92,21 +92,35 @@ struct Transform {
 
   HEED_HOST_DEVICE bool linear() const { return cap_scale == 0.0f; }
 
-  // The rest of the transform after dot_scale: c · tanh(x) as c - 2c / (e^(2x) + 1), one exp2
-  // and one division, exact at both saturations (e^(2x) = inf gives c, 0 gives -c) and
-  // NaN-preserving. `V` is a float or a vector of them, `exp2` that kernel's own base-2
-  // exponential.
-  template <typename V, typename Exp2>
-  HEED_HOST_DEVICE V finish(V x, Exp2 exp2) const {
+  // The rest of the transform after dot_scale: c · tanh(x), by the kernel's own `tanh` (of a
+  // float or a vector of them): the special-function unit's on the 16-bit CUDA kernels, whose
+  // weights are rounded to 16 bits anyway; tanh_by_exp2 elsewhere.
+  template <typename V, typename Tanh>
+  HEED_HOST_DEVICE V finish(V x, Tanh tanh) const {
     if (linear()) return x;
+    return tanh(x) * cap_scale;
+  }
+};
+
+// tanh(x) as 1 - 2 / (e^(2x) + 1) through a kernel's base-2 exponential: one exp2 and one
+// division, exact at both saturations (e^(2x) = inf gives 1, 0 gives -1) and NaN-preserving.
+template <typename Exp2>
+struct TanhByExp2 {
+  Exp2 exp2;
+  template <typename V>
+  HEED_HOST_DEVICE V operator()(V x) const {
     const V e = exp2(x * (2.0f * kLog2e)) + 1.0f;
 #if defined(__CUDA_ARCH__)
-    return cap_scale - __fdividef(2.0f * cap_scale, e);  // e = inf gives 0, as wanted
+    return 1.0f - __fdividef(2.0f, e);  // e = inf gives 0, as wanted
 #else
-    return cap_scale - (2.0f * cap_scale) / e;
+    return 1.0f - 2.0f / e;
 #endif
   }
 };
+template <typename Exp2>
+HEED_HOST_DEVICE TanhByExp2<Exp2> tanh_by_exp2(Exp2 exp2) {
+  return {exp2};
+}
 
 HEED_HOST_DEVICE Transform transform(const call::Call& c, float unit) {
   if (c.softcap > 0.0f) return {c.scale / c.softcap, c.softcap * unit};

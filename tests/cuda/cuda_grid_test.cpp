@@ -58,7 +58,8 @@ bool empty_output(const CaseSpec& spec) {
 }
 
 // Whether Auto must pick the CUDA tiled route: prefill (more than kVectorMaxRows rows per key
-// head) that the kernel serves, under a cap that holds its score tile.
+// head) that the kernel serves (on the compiled size the call's rounds up to), under a cap that
+// holds its score tile.
 bool expect_cuda_tiled(const CaseSpec& spec) {
   const int config = plan::cuda::tiled_config_index(spec.head_dim, spec.value_dim);
   if (spec.route != RouteChoice::Auto || !cuda_tiled_serves(spec) || empty_output(spec)) return false;
@@ -68,8 +69,10 @@ bool expect_cuda_tiled(const CaseSpec& spec) {
 }
 
 // Whether the tiled route must take the Hopper (wgmma) kernel: a 9.0 device, a build with
-// sm_90a code, no HEED_CUDA_TILED=mma, a head size of kHopperConfigs, no array mask, k and v
-// strides that a TMA map describes (positive), and a cap that holds its score tile.
+// sm_90a code, no HEED_CUDA_TILED=mma, a head size that rounds up to an entry of kHopperConfigs
+// with less padded work at its speed-up than the mma.sync entry's (or HEED_CUDA_TILED=wgmma), no
+// array mask, k and v strides that a TMA map describes (positive), and a cap that holds its
+// score tile.
 bool expect_wgmma(const CaseSpec& spec) {
 #if defined(HEED_CUDA_SM90A)
   cudaDeviceProp prop{};
@@ -78,6 +81,11 @@ bool expect_wgmma(const CaseSpec& spec) {
   if (prop.major != 9 || prop.minor != 0 || (forced != nullptr && std::string(forced) == "mma")) return false;
   const int config = plan::cuda::hopper_config_index(spec.head_dim, spec.value_dim, spec.causal, spec.kv_len);
   if (config < 0 || spec.mask != MaskKind::None || spec.layout == Layout::ReversedL) return false;
+  const int mma = plan::cuda::tiled_config_index(spec.head_dim, spec.value_dim);
+  const bool asked = forced != nullptr && std::string(forced) == "wgmma";
+  if (!asked && mma >= 0 && !plan::cuda::wgmma_pays(plan::cuda::kHopperConfigs[config], plan::cuda::kTiledConfigs[mma])) {
+    return false;
+  }
   return !spec.max_score_bytes ||
          *spec.max_score_bytes >= plan::cuda::hopper_block_m(plan::cuda::kHopperConfigs[config]) *
                                      plan::cuda::kHopperConfigs[config].block_n * 4;
@@ -255,6 +263,17 @@ std::vector<CaseSpec> cuda_cases() {
       Make("gpu_decode_tma_bf16_d128_keys_1037", 2, 8, 2, 1, 1037, 128, 128, bf16),
       Make("gpu_decode_tma_f16_d128_causal_rows9", 1, 12, 4, 3, 3333, 128, 128, f16).causal(),
       Make("gpu_decode_tma_bf16_d256_rows16_window_sinks", 1, 32, 2, 1, 7000, 256, 256, bf16).window(2500).sinks(bf16),
+      // Head sizes that round up to a compiled class (loads past D read zeros): several
+      // partitions (the partials hold Dv + 2 floats), masks and windows. TMA at 72 (class 128),
+      // 40 (64) and 200 (256); the cp.async kernel at 136 and 184 (class 256, whose last box would
+      // hold none of them); D != Dv.
+      Make("gpu_decode_tma_bf16_d72_split", 2, 32, 4, 1, 5000, 72, 72, bf16),
+      Make("gpu_decode_tma_f16_d40_keypad_split", 2, 16, 2, 1, 3000, 40, 40, f16).mask(MK::KeyPadding).masked_rows(),
+      Make("gpu_decode_tma_bf16_d200_window_sinks", 1, 16, 2, 1, 6000, 200, 200, bf16).window(2000).sinks(bf16),
+      Make("gpu_mma_f16_d136_split", 1, 16, 2, 1, 4000, 136, 136, f16),
+      Make("gpu_mma_bf16_d184_rows16_causal", 1, 16, 1, 1, 2500, 184, 184, bf16).causal(),
+      Make("gpu_decode_tma_bf16_d120_dv104", 1, 16, 2, 1, 2000, 120, 104, bf16),
+      Make("gpu_decode_f32_d72_split", 1, 8, 2, 1, 4000, 72, 72, f32),
       Make("gpu_composed_prefill_bf16", 2, 8, 2, 130, 300, 128, 128, bf16).causal(),
       Make("gpu_composed_prefill_f16_blocks", 1, 4, 4, 200, 400, 64, 64, f16).cap(400 * 4 * 30),
       Make("gpu_composed_d0", 1, 2, 2, 20, 30, 0, 16, f32).scale(1.0),

@@ -1,6 +1,8 @@
 #include "cuda/tiled_cases.hpp"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "plan/cuda_tables.hpp"
 #include "support/case_builder.hpp"
@@ -19,25 +21,53 @@ std::string dims_name(std::int64_t head_dim, std::int64_t value_dim) {
                                : "d" + std::to_string(head_dim) + "_dv" + std::to_string(value_dim);
 }
 
-// Every built (D, Dv) in both dtypes: GQA 2:1 with lengths off the tiles (150 x 200), and a
-// causal square of 257 (the diagonal crosses a tile inside a row block); large head sizes
-// with one batch to keep the oracle quick.
+// Every head size up to 256 that is a multiple of 8, and 512, in both dtypes: GQA 2:1 with
+// lengths off the tiles (150 x 200), on the compiled sizes and on those that round up to them
+// (loads past D and Dv read zeros, stores past Dv are skipped). Every compiled (D, Dv) of either
+// kernel again as a causal square of 257 (the diagonal crosses a tile inside a row block), and
+// D != Dv rounded up apart. Large head sizes with one batch to keep the oracle quick.
 void append_head_sizes(std::vector<CaseSpec>& cases) {
-  for (const auto& c : plan::cuda::kTiledConfigs) {
-    const std::int64_t dv = plan::cuda::served_value_dim(c);
-    for (DType dtype : {f16, bf16}) {
-      const std::string name = std::string("tiled_") + short_name(dtype) + "_" + dims_name(c.head_dim, dv);
-      const std::int64_t batch = c.head_dim >= 192 ? 1 : 2;
-      cases.push_back(Make(name, batch, 4, 2, 150, 200, c.head_dim, dv, dtype));
-      cases.push_back(Make(name + "_causal", 1, 4, 4, 257, 257, c.head_dim, dv, dtype).causal());
+  std::vector<std::pair<std::int64_t, std::int64_t>> sizes, causal;
+  for (std::int64_t d = 8; d <= 256; d += 8) sizes.emplace_back(d, d);
+  sizes.emplace_back(512, 512);
+  sizes.emplace_back(136, 72);
+  sizes.emplace_back(200, 64);
+  const auto add_causal = [&](std::int64_t d, std::int64_t dv) {
+    for (const auto& size : causal) {
+      if (size == std::pair{d, dv}) return;
+    }
+    causal.emplace_back(d, dv);
+  };
+  for (const auto& c : plan::cuda::kTiledConfigs) add_causal(c.head_dim, plan::cuda::served_value_dim(c));
+  for (const auto& c : plan::cuda::kHopperConfigs) add_causal(c.head_dim, c.value_dim);
+  add_causal(72, 72);
+  add_causal(200, 200);
+  for (DType dtype : {f16, bf16}) {
+    for (const auto& [d, dv] : sizes) {
+      const std::string name = std::string("tiled_") + short_name(dtype) + "_" + dims_name(d, dv);
+      cases.push_back(Make(name, d >= 192 ? 1 : 2, 4, 2, 150, 200, d, dv, dtype));
+    }
+    for (const auto& [d, dv] : causal) {
+      const std::string name = std::string("tiled_") + short_name(dtype) + "_" + dims_name(d, dv) + "_causal";
+      cases.push_back(Make(name, 1, 4, 4, 257, 257, d, dv, dtype).causal());
     }
   }
+  // The padded columns through each load and store path: array masks (the mma.sync kernel on
+  // every device), [B, L, H, D] rows, element stores of the output, Q without a TMA map.
+  cases.push_back(Make("tiled_d72_bool2d", 1, 4, 2, 130, 200, 72, 72, bf16).mask(MK::Bool2D).masked_rows());
+  cases.push_back(Make("tiled_d200_blhd", 1, 4, 2, 60, 130, 200, 200, f16).layout(L::BLHD).out_layout(L::BLHD));
+  cases.push_back(Make("tiled_d40_padded_out", 1, 2, 2, 30, 80, 40, 40, bf16).out_layout(L::Padded));
+  cases.push_back(Make("tiled_d104_q_reversed", 2, 8, 2, 90, 200, 104, 104, f16).q_layout(L::ReversedL));
+  cases.push_back(Make("tiled_d136_window_sinks", 1, 8, 2, 300, 300, 136, 136, bf16).window(129).sinks());
+  cases.push_back(Make("tiled_d264_dv392", 1, 2, 1, 40, 90, 264, 392, bf16));  // the D 512 entries
 }
 
 }  // namespace
 
 bool cuda_tiled_serves(const CaseSpec& spec) {
   if (spec.dtype != f16 && spec.dtype != bf16) return false;
+  // Rows of whole 16-byte chunks, on a compiled size the call's rounds up to.
+  if (spec.head_dim % 8 != 0 || spec.value_dim % 8 != 0) return false;
   if (plan::cuda::tiled_config_index(spec.head_dim, spec.value_dim) < 0) return false;
   const auto wide = [](L layout) { return layout != L::Padded && layout != L::StridedLast; };
   return wide(spec.layout) && wide(spec.q_layout.value_or(spec.layout));
@@ -95,7 +125,8 @@ std::vector<CaseSpec> tiled_cuda_cases() {
       Make("tiled_strided_last_composed", 1, 2, 2, 40, 60, 64, 64, bf16).layout(L::StridedLast),
       Make("tiled_forced_strided_last", 1, 2, 2, 40, 60, 64, 64, bf16).layout(L::StridedLast).route(kTiled),
       Make("tiled_forced_f32", 1, 2, 2, 40, 60, 64, 64, DType::Float32).route(kTiled),
-      Make("tiled_forced_d384", 1, 2, 2, 40, 60, 384, 384, bf16).route(kTiled),
+      Make("tiled_forced_d520", 1, 2, 2, 40, 60, 520, 520, bf16).route(kTiled),
+      Make("tiled_forced_d100", 1, 2, 2, 40, 60, 100, 100, f16).route(kTiled),  // rows of 12.5 chunks
       // D 512 in two value parts (grid z = b x 2 + part): batches, GQA, masks, sinks, windows and
       // [B, L, H, D] rows all pass through both parts.
       Make("tiled_d512_batch3_gqa", 3, 4, 2, 70, 90, 512, 512, bf16),

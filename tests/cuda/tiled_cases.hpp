@@ -1,6 +1,7 @@
 #pragma once
-// The CUDA tiled route's cases for the gpu grid (cuda_grid_test.cpp): every built (D, Dv) in
-// float16 and bfloat16, and every option of the contract on the tiled kernel.
+// The CUDA tiled route's cases for the gpu grid (cuda_grid_test.cpp): every head size (multiples
+// of 8 up to 256, and 512) in float16 and bfloat16, and every option of the contract on the tiled
+// kernel.
 
 #include <vector>
 

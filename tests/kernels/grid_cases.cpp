@@ -224,10 +224,31 @@ std::vector<CaseSpec> softcap_cases() {
   return cases;
 }
 
+// Every head size up to 256 that is a multiple of 8, and 512, on the tiled and vector routes
+// (the CPU kernels take D at run time; the CUDA kernels round it up to a compiled size): prefill
+// with GQA and a partial last key tile, decode with a group of 8 rows (the CUDA tensor-core
+// kernels' threshold). The dtypes take turns; the shapes stay small for the oracle.
+std::vector<CaseSpec> head_sizes() {
+  std::vector<CaseSpec> cases;
+  const DType dtypes[] = {f32, f16, bf16};
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t d = 8; d <= 256; d += 8) sizes.push_back(d);
+  sizes.push_back(512);
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    const std::int64_t d = sizes[i];
+    const DType tiled_dtype = dtypes[i % 3], vector_dtype = dtypes[(i + 1) % 3];
+    const std::string name = "head_size_" + std::to_string(d);
+    cases.push_back(Make(name + "_tiled_" + short_name(tiled_dtype), 1, 4, 2, 20, 45, d, d, tiled_dtype).route(kTiled));
+    cases.push_back(
+        Make(name + "_vector_" + short_name(vector_dtype), 1, 16, 2, 1, 70, d, d, vector_dtype).route(kVector));
+  }
+  return cases;
+}
+
 std::vector<CaseSpec> make_quick() {
   std::vector<CaseSpec> cases;
   for (auto part : {sizes_heads_groups, masks_windows_sinks, caps_layouts_dtypes, forced_routes_and_empty,
-                    softcap_cases}) {
+                    softcap_cases, head_sizes}) {
     const std::vector<CaseSpec> more = part();
     cases.insert(cases.end(), more.begin(), more.end());
   }

@@ -214,14 +214,14 @@ TEST(CudaPlan, ACapBelowTheTensorCoreTileFallsBackToCudaCores) {
 }
 
 TEST(CudaPlan, PrefillRunsComposedAndTheCapBlocksIt) {
-  // D 384 has no tiled kernel: prefill runs composed.
+  // D 520 has no tiled kernel (the largest compiled is 512): prefill runs composed.
   AttentionOptions options;
-  const plan::CudaRoute r = plan_for(2, 8, 2, 300, 300, 384, DType::BFloat16, options);
+  const plan::CudaRoute r = plan_for(2, 8, 2, 300, 300, 520, DType::BFloat16, options);
   EXPECT_TRUE(std::holds_alternative<route::Composed>(r.plan.kernel)) << r.plan.explain();
   EXPECT_EQ(r.plan.kernel_name, "heed_cuda_composed_bf16");
   EXPECT_TRUE(r.composed.pack_v);  // P.V in float32
   options.max_score_bytes = 300 * 4 * 20;
-  const plan::CudaRoute capped = plan_for(2, 8, 2, 300, 300, 384, DType::BFloat16, options);
+  const plan::CudaRoute capped = plan_for(2, 8, 2, 300, 300, 520, DType::BFloat16, options);
   ASSERT_TRUE(std::holds_alternative<route::ComposedBlocks>(capped.plan.kernel));
   EXPECT_EQ(std::get<route::ComposedBlocks>(capped.plan.kernel).rows, 20);
   EXPECT_LE(capped.plan.max_intermediate_bytes, 300u * 4 * 20);
@@ -351,7 +351,10 @@ TEST(CudaPlan, TheTmaKernelSaysWhyItDoesNotServe) {
     EXPECT_FALSE(r.vector.tma) << r.plan.explain();
     return r.plan.explain();
   };
-  EXPECT_NE(why(plan_on(h200_tma(), 1, 8, 2, 4096, 512, DType::BFloat16)).find("D = Dv = 64, 128 or 256"),
+  EXPECT_NE(why(plan_on(h200_tma(), 1, 8, 2, 4096, 512, DType::BFloat16)).find("the TMA kernel's classes (64, 128, 256"),
+            std::string::npos);
+  // D 136-192 round up to class 256, whose last 64-column box would hold none of them.
+  EXPECT_NE(why(plan_on(h200_tma(), 1, 8, 2, 4096, 160, DType::BFloat16)).find("hold no D 160 / Dv 160"),
             std::string::npos);
   EXPECT_NE(why(plan_on(h200(), 1, 16, 2, 4096, 128, DType::BFloat16)).find("no sm_90a code"), std::string::npos);
   EXPECT_EQ(plan_on(h200_tma(), 1, 16, 2, 4096, 128, DType::Float32).plan.kernel_name, "heed_cuda_vector_f32");

@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <array>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "core/format.hpp"
 #include "heed/heed.hpp"
 #include "plan/cuda_plan.hpp"
 #include "plan/cuda_tables.hpp"
@@ -56,21 +59,37 @@ TEST(CudaTiledPlan, PrefillRunsTiledWithTheGroupPacked) {
   EXPECT_TRUE(mentions(r.plan, "grid [10, 2, 2], row blocks launched last first")) << r.plan.explain();
 }
 
-TEST(CudaTiledPlan, EveryConfigurationIsServedAndAllButTheValueSplitFitAnA100) {
-  constexpr std::size_t kA100SharedPerBlock = 163 << 10;
-  for (const auto& c : kTiledConfigs) {
+// Each entry serves its own sizes: on an H200 the first of equal padded work (D 512's 128-row
+// entry), on an A100 the one that fits its 163 KiB (D 512's 64-row entry); all others fit both.
+TEST(CudaTiledPlan, EveryConfigurationIsServedAndEachFitsAnA100OrHasOneThatDoes) {
+  plan::CudaDeviceInfo a100 = h200();
+  a100.major = 8;
+  a100.sm_count = 108;
+  a100.shared_per_block = 163 << 10;
+  for (int i = 0; i < plan::cuda::kTiledConfigCount; ++i) {
+    const auto& c = kTiledConfigs[i];
     const std::int64_t dv = plan::cuda::served_value_dim(c);
+    const bool fits_a100 = plan::cuda::tiled_shared_bytes(c) <= std::int64_t{163} << 10;
     for (DType dtype : {DType::Float16, DType::BFloat16}) {
-      const plan::CudaRoute r = plan::plan_cuda(problem(1, 4, 4, 200, 333, c.head_dim, dv, dtype), h200());
-      ASSERT_TRUE(std::holds_alternative<route::Tiled>(r.plan.kernel))
-          << "D " << c.head_dim << " Dv " << dv << "\n" << r.plan.explain();
-      EXPECT_EQ(r.tiled.block_m, 16 * c.warps);
-      EXPECT_EQ(r.tiled.block_n, c.block_n);
-      EXPECT_EQ(r.tiled.value_parts, c.value_parts);
-      if (c.value_parts == 1) EXPECT_LE(static_cast<std::size_t>(r.tiled.shared_bytes), kA100SharedPerBlock);
-      EXPECT_EQ(r.plan.kernel_name, std::string("heed_cuda_tiled_") + short_name(dtype));
+      for (const plan::CudaDeviceInfo& device : {h200(), a100}) {
+        const plan::CudaRoute r = plan::plan_cuda(problem(1, 4, 4, 200, 333, c.head_dim, dv, dtype), device);
+        ASSERT_TRUE(std::holds_alternative<route::Tiled>(r.plan.kernel))
+            << "D " << c.head_dim << " Dv " << dv << "\n" << r.plan.explain();
+        const auto& planned = kTiledConfigs[r.tiled.config];
+        EXPECT_EQ(planned.head_dim, c.head_dim);
+        EXPECT_EQ(plan::cuda::served_value_dim(planned), dv);
+        if (device.major == 8 && fits_a100) EXPECT_EQ(r.tiled.config, i) << r.plan.explain();
+        EXPECT_LE(static_cast<std::size_t>(r.tiled.shared_bytes), device.shared_per_block);
+        EXPECT_EQ(r.tiled.block_m, 16 * planned.warps);
+        EXPECT_EQ(r.tiled.block_n, planned.block_n);
+        EXPECT_EQ(r.tiled.value_parts, planned.value_parts);
+        EXPECT_EQ(r.plan.kernel_name, std::string("heed_cuda_tiled_") + short_name(dtype));
+      }
     }
   }
+  // D 512: the 128-row entry on an H200, the 64-row one on an A100.
+  EXPECT_EQ(plan::plan_cuda(problem(1, 8, 8, 1024, 1024, 512, 512, DType::BFloat16), h200()).tiled.block_m, 128);
+  EXPECT_EQ(plan::plan_cuda(problem(1, 8, 8, 1024, 1024, 512, 512, DType::BFloat16), a100).tiled.block_m, 64);
 }
 
 TEST(CudaTiledPlan, LongPrefillScheduleHoldsA512MiBCap) {
@@ -101,12 +120,19 @@ TEST(CudaTiledPlan, HeadSize512SplitsItsValueColumns) {
   EXPECT_EQ(r.tiled.value_parts, 2);
   EXPECT_TRUE(mentions(r.plan, "value split: Dv 512 in 2 parts of 256 columns")) << r.plan.explain();
   EXPECT_TRUE(mentions(r.plan, "grid [32, 8, 4]")) << r.plan.explain();  // z = B x 2
-  // An A100's 163 KiB do not hold its 224 KiB: the composed route, with the reason.
+  // An A100's 163 KiB do not hold its 224 KiB: the 64-row entry (160 KiB), in two parts too.
   plan::CudaDeviceInfo a100 = h200();
   a100.major = 8;
   a100.shared_per_block = 163 << 10;
-  const plan::CudaRoute composed =
-      plan::plan_cuda(problem(1, 8, 8, 1024, 1024, 512, 512, DType::BFloat16), a100);
+  const plan::CudaRoute a100_plan = plan::plan_cuda(problem(1, 8, 8, 1024, 1024, 512, 512, DType::BFloat16), a100);
+  ASSERT_TRUE(std::holds_alternative<route::Tiled>(a100_plan.plan.kernel)) << a100_plan.plan.explain();
+  EXPECT_EQ(a100_plan.tiled.value_parts, 2);
+  EXPECT_EQ(a100_plan.tiled.block_m, 64);
+  EXPECT_EQ(a100_plan.tiled.shared_bytes, 160 << 10);
+  // A device of 99 KiB per block holds neither: the composed route, with the reason.
+  plan::CudaDeviceInfo small = a100;
+  small.shared_per_block = 99 << 10;
+  const plan::CudaRoute composed = plan::plan_cuda(problem(1, 8, 8, 1024, 1024, 512, 512, DType::BFloat16), small);
   EXPECT_TRUE(std::holds_alternative<route::Composed>(composed.plan.kernel)) << composed.plan.explain();
   EXPECT_TRUE(mentions(composed.plan, "shared memory")) << composed.plan.explain();
 }
@@ -115,11 +141,23 @@ TEST(CudaTiledPlan, Float32AndUnbuiltHeadSizesStayComposed) {
   const plan::CudaRoute f32 = plan::plan_cuda(problem(1, 4, 4, 200, 200, 128, 128, DType::Float32), h200());
   EXPECT_TRUE(std::holds_alternative<route::Composed>(f32.plan.kernel));
   EXPECT_TRUE(mentions(f32.plan, "float16 and bfloat16")) << f32.plan.explain();
-  const plan::CudaRoute d384 = plan::plan_cuda(problem(1, 4, 4, 200, 200, 384, 384, DType::BFloat16), h200());
-  EXPECT_TRUE(std::holds_alternative<route::Composed>(d384.plan.kernel));
-  EXPECT_TRUE(mentions(d384.plan, "D 384")) << d384.plan.explain();
+  // Above the largest compiled size: composed. Dv 512 with a small D: only the D 512 entries hold
+  // it.
+  const plan::CudaRoute d520 = plan::plan_cuda(problem(1, 4, 4, 200, 200, 520, 520, DType::BFloat16), h200());
+  EXPECT_TRUE(std::holds_alternative<route::Composed>(d520.plan.kernel));
+  EXPECT_TRUE(mentions(d520.plan, "no tiled kernel is built for D 520 / Dv 520")) << d520.plan.explain();
+  const plan::CudaRoute d64_512 = plan::plan_cuda(problem(1, 4, 4, 200, 200, 64, 512, DType::BFloat16), h200());
+  EXPECT_TRUE(std::holds_alternative<route::Tiled>(d64_512.plan.kernel)) << d64_512.plan.explain();
+  EXPECT_EQ(kTiledConfigs[d64_512.tiled.config].head_dim, 512);
+  // D != Dv rounds each up: 96 / 64 on the compiled 96, 384 / 384 on the 512 entry's two parts.
   const plan::CudaRoute d96_64 = plan::plan_cuda(problem(1, 4, 4, 200, 200, 96, 64, DType::Float16), h200());
-  EXPECT_TRUE(std::holds_alternative<route::Composed>(d96_64.plan.kernel));
+  ASSERT_TRUE(std::holds_alternative<route::Tiled>(d96_64.plan.kernel)) << d96_64.plan.explain();
+  EXPECT_EQ(kTiledConfigs[d96_64.tiled.config].head_dim, 96);
+  EXPECT_TRUE(mentions(d96_64.plan, "head sizes D 96 / Dv 64 run on the compiled 96")) << d96_64.plan.explain();
+  const plan::CudaRoute d384 = plan::plan_cuda(problem(1, 4, 4, 200, 200, 384, 384, DType::BFloat16), h200());
+  ASSERT_TRUE(std::holds_alternative<route::Tiled>(d384.plan.kernel)) << d384.plan.explain();
+  EXPECT_EQ(d384.tiled.value_parts, 2);
+  EXPECT_TRUE(mentions(d384.plan, "head size 384 runs on the compiled 512")) << d384.plan.explain();
 }
 
 TEST(CudaTiledPlan, RowsThatAreNotWholeChunksStayComposed) {
@@ -322,8 +360,15 @@ TEST(CudaTiledPlan, WgmmaFallsBackToMmaWithTheReason) {
   plan::CudaDeviceInfo forced = h200_wgmma();
   forced.tiled_kernel = plan::CudaDeviceInfo::TiledKernel::Mma;
   expect_mma(plan_prefill(base, forced), "HEED_CUDA_TILED=mma");
-  expect_mma(plan_prefill(problem(1, 4, 2, 300, 300, 96, 96, DType::BFloat16), h200_wgmma()),
-             "built for D = Dv in 64, 128, 256, 512 only");
+  // D 32: the wgmma kernel's compiled 64 would multiply twice the columns of the mma.sync 32.
+  const plan::CudaRoute d32 = plan_prefill(problem(1, 4, 2, 300, 300, 32, 32, DType::BFloat16), h200_wgmma());
+  EXPECT_EQ(d32.plan.kernel_name, "heed_cuda_tiled_bf16");
+  EXPECT_TRUE(mentions(d32.plan, "the wgmma kernel's compiled 64 multiplies 128 columns per (row, key), the mma.sync "
+                                 "kernel's compiled 32 64: not under the 2x"))
+      << d32.plan.explain();
+  plan::CudaDeviceInfo asked = h200_wgmma();
+  asked.tiled_kernel = plan::CudaDeviceInfo::TiledKernel::Wgmma;
+  EXPECT_TRUE(plan_prefill(problem(1, 4, 2, 300, 300, 32, 32, DType::BFloat16), asked).tiled.wgmma);
   plan::Problem with_mask = base;
   with_mask.mask_kind = plan::MaskKind::Bool;
   expect_mma(plan_prefill(with_mask, h200_wgmma()), "array masks stay on the mma.sync kernel");
@@ -371,6 +416,112 @@ TEST(CudaTiledPlan, CausalLaunchOrderFollowsTheScheduleModel) {
   const plan::CudaRoute full = plan_prefill(problem(1, 8, 8, 4096, 4096, 512, 512, DType::BFloat16), h200_wgmma());
   EXPECT_FALSE(full.tiled.heads_inner);
   EXPECT_FALSE(mentions(full.plan, "a greedy schedule")) << full.plan.explain();
+}
+
+// Every head size up to 256 that is a multiple of 8, and 512: the compiled size each rounds up to
+// on each route, and a fused route on an H200 (sm 9.0, 132 SMs, sm_90a code) and an A100 (sm
+// 8.0, 108 SMs), prefill and decode.
+struct HeadSize {
+  std::int64_t d;
+  std::int64_t mma, wgmma, vector_mma, vector_tma;  // the compiled sizes (0: none serves)
+};
+std::vector<HeadSize> head_sizes() {
+  std::vector<HeadSize> sizes;
+  for (std::int64_t d = 8; d <= 256; d += 8) {
+    const std::int64_t mma = d <= 32 ? 32 : d <= 64 ? 64 : d <= 80 ? 80 : d <= 96 ? 96 : d <= 128 ? 128
+                           : d <= 160 ? 160 : d <= 192 ? 192 : d <= 224 ? 224 : 256;
+    const std::int64_t wgmma = d <= 64 ? 64 : d <= 128 ? 128 : d <= 192 ? 192 : 256;
+    const std::int64_t vector_mma = d <= 64 ? 64 : d <= 128 ? 128 : 256;
+    const std::int64_t vector_tma = d <= 128 ? wgmma : d <= 192 ? 0 : 256;  // every box holds some of D
+    sizes.push_back({d, mma, wgmma, vector_mma, vector_tma});
+  }
+  sizes.push_back({512, 512, 512, 512, 0});
+  return sizes;
+}
+
+plan::CudaDeviceInfo a100() {
+  plan::CudaDeviceInfo info;
+  info.sm_count = 108;
+  info.major = 8;
+  info.shared_per_block = 163 << 10;
+  info.shared_per_sm = 164 << 10;
+  info.name = "NVIDIA A100";
+  return info;
+}
+
+TEST(CudaHeadSizes, EachRoundsUpToItsCompiledSize) {
+  for (const HeadSize& h : head_sizes()) {
+    const int mma = plan::cuda::tiled_config_index(h.d, h.d);
+    ASSERT_GE(mma, 0) << h.d;
+    EXPECT_EQ(kTiledConfigs[mma].head_dim, h.mma) << h.d;
+    const int wgmma = plan::cuda::hopper_config_index(h.d, h.d, false, 300);
+    ASSERT_GE(wgmma, 0) << h.d;
+    EXPECT_EQ(plan::cuda::kHopperConfigs[wgmma].head_dim, h.wgmma) << h.d;
+    EXPECT_EQ(plan::cuda::vector_tma_head_class(h.d, h.d), h.vector_tma) << h.d;
+    // The wgmma kernel from D 40 up (D 8-32 do half the padded work on the mma.sync 32).
+    EXPECT_EQ(plan::cuda::wgmma_pays(plan::cuda::kHopperConfigs[wgmma], kTiledConfigs[mma]), h.d > 32) << h.d;
+  }
+}
+
+std::string compiled(std::int64_t d, std::int64_t size) {
+  return format("head size {} runs on the compiled {}", d, size);
+}
+
+TEST(CudaHeadSizes, PrefillTakesTheTiledRouteOnAnH200AndAnA100) {
+  for (const HeadSize& h : head_sizes()) {
+    for (DType dtype : {DType::BFloat16, DType::Float16}) {
+      const plan::Problem p = problem(1, 8, 2, 300, 300, h.d, h.d, dtype);
+      const plan::CudaRoute hopper = plan::plan_cuda(p, h200_wgmma());
+      ASSERT_TRUE(std::holds_alternative<route::Tiled>(hopper.plan.kernel)) << h.d << "\n" << hopper.plan.explain();
+      const bool wgmma = h.d > 32;
+      EXPECT_EQ(hopper.tiled.wgmma, wgmma) << hopper.plan.explain();
+      const std::int64_t on_hopper = wgmma ? plan::cuda::kHopperConfigs[hopper.tiled.config].head_dim
+                                           : kTiledConfigs[hopper.tiled.config].head_dim;
+      EXPECT_EQ(on_hopper, wgmma ? h.wgmma : h.mma) << h.d;
+      EXPECT_EQ(mentions(hopper.plan, compiled(h.d, on_hopper)), on_hopper != h.d) << hopper.plan.explain();
+
+      const plan::CudaRoute ampere = plan::plan_cuda(p, a100());
+      ASSERT_TRUE(std::holds_alternative<route::Tiled>(ampere.plan.kernel)) << h.d << "\n" << ampere.plan.explain();
+      EXPECT_FALSE(ampere.tiled.wgmma);
+      EXPECT_EQ(kTiledConfigs[ampere.tiled.config].head_dim, h.mma) << h.d;
+      EXPECT_EQ(mentions(ampere.plan, compiled(h.d, h.mma)), h.mma != h.d) << ampere.plan.explain();
+      EXPECT_EQ(ampere.plan.kernel_name, std::string("heed_cuda_tiled_") + short_name(dtype));
+    }
+  }
+  // HEED_CUDA_TILED=mma on the H200: the mma.sync sizes there too.
+  plan::CudaDeviceInfo mma = h200_wgmma();
+  mma.tiled_kernel = plan::CudaDeviceInfo::TiledKernel::Mma;
+  const plan::CudaRoute d72 = plan::plan_cuda(problem(1, 8, 2, 300, 300, 72, 72, DType::BFloat16), mma);
+  EXPECT_TRUE(mentions(d72.plan, "head size 72 runs on the compiled 80")) << d72.plan.explain();
+}
+
+TEST(CudaHeadSizes, DecodeTakesTheVectorRouteOnAnH200AndAnA100) {
+  for (const HeadSize& h : head_sizes()) {
+    // 8 query rows per key head: the tensor-core kernels (TMA on the H200 where its classes serve).
+    const plan::Problem p = problem(4, 32, 4, 1, 4096, h.d, h.d, DType::BFloat16);
+    const plan::CudaRoute hopper = plan::plan_cuda(p, h200_wgmma());
+    ASSERT_TRUE(std::holds_alternative<route::Vector>(hopper.plan.kernel)) << h.d << "\n" << hopper.plan.explain();
+    EXPECT_TRUE(hopper.vector.tensor_cores) << hopper.plan.explain();
+    EXPECT_EQ(hopper.vector.tma, h.vector_tma > 0) << hopper.plan.explain();
+    const std::int64_t on_hopper = h.vector_tma > 0 ? h.vector_tma : h.vector_mma;
+    EXPECT_EQ(hopper.vector.head_class, on_hopper) << h.d;
+    EXPECT_EQ(mentions(hopper.plan, compiled(h.d, on_hopper)), on_hopper != h.d) << hopper.plan.explain();
+
+    const plan::CudaRoute ampere = plan::plan_cuda(p, a100());
+    ASSERT_TRUE(std::holds_alternative<route::Vector>(ampere.plan.kernel)) << h.d << "\n" << ampere.plan.explain();
+    EXPECT_TRUE(ampere.vector.tensor_cores && !ampere.vector.tma) << ampere.plan.explain();
+    EXPECT_EQ(ampere.vector.head_class, h.vector_mma) << h.d;
+    EXPECT_EQ(mentions(ampere.plan, compiled(h.d, h.vector_mma)), h.vector_mma != h.d) << ampere.plan.explain();
+
+    // float32, and a group of 4 rows on the A100: the CUDA-core kernel, D read at run time.
+    for (const auto& [fma, device] : {std::pair{problem(4, 32, 4, 1, 4096, h.d, h.d, DType::Float32), h200_wgmma()},
+                                      std::pair{problem(4, 32, 4, 1, 4096, h.d, h.d, DType::Float32), a100()},
+                                      std::pair{problem(4, 32, 8, 1, 4096, h.d, h.d, DType::BFloat16), a100()}}) {
+      const plan::CudaRoute r = plan::plan_cuda(fma, device);
+      ASSERT_TRUE(std::holds_alternative<route::Vector>(r.plan.kernel)) << h.d << "\n" << r.plan.explain();
+      EXPECT_FALSE(r.vector.tensor_cores) << r.plan.explain();
+    }
+  }
 }
 
 }  // namespace
