@@ -13,7 +13,8 @@
 // Prefill cases are timed again
 // on each tiled kernel (mma.sync and, on a 9.0 device, wgmma: the HEED_CUDA_TILED switch). The
 // variants are planned by the same planner (plan_cuda with a device description or tuning) and
-// run through the backend's own entry, so only the one choice differs.
+// run through the backend's own entry, so only the one choice differs. --head-sizes times every
+// head size against the compiled size it rounds up to instead (time_head_sizes).
 
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -302,17 +303,92 @@ void time_tiled_variants(const char* name, const heed::TensorView& q, const heed
   }
 }
 
+// One bfloat16 call of the shape at head size D = Dv, timed as the cases are (median of single
+// calls between events); the kernel and the compiled head size its plan rounds D up to.
+struct HeadSizeTiming {
+  double ms = 0;
+  std::string kernel;
+  std::int64_t compiled = 0;
+};
+HeadSizeTiming time_head_size(std::int64_t batch, std::int64_t q_heads, std::int64_t kv_heads, std::int64_t q_len,
+                              std::int64_t kv_len, std::int64_t head_dim, bool causal, int reps) {
+  using namespace heed;
+  const Shape q_shape{batch, q_heads, q_len, head_dim}, k_shape{batch, kv_heads, kv_len, head_dim};
+  auto* q = random_bf16(q_shape.numel(), 1);
+  auto* k = random_bf16(k_shape.numel(), 2);
+  auto* v = random_bf16(k_shape.numel(), 3);
+  auto* out = random_bf16(q_shape.numel(), 4);
+  const Device gpu = Device::cuda(0);
+  const TensorView qv(q, DType::BFloat16, q_shape, gpu), kv(k, DType::BFloat16, k_shape, gpu),
+      vv(v, DType::BFloat16, k_shape, gpu);
+  TensorView ov(out, DType::BFloat16, q_shape, gpu);
+  AttentionOptions options;
+  options.causal = causal;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const call::Call problem = call::validate_call(qv, kv, vv, ov, scale, options);
+  const plan::CudaRoute route = plan::plan_cuda(problem, cuda::device_info(gpu, "heed_cuda_bench"));
+  HeadSizeTiming t;
+  t.kernel = route.plan.kernel_name;
+  t.compiled = head_dim;
+  if (std::holds_alternative<route::Tiled>(route.plan.kernel)) {
+    t.compiled = route.tiled.wgmma ? plan::cuda::kHopperConfigs[route.tiled.config].head_dim
+                                   : plan::cuda::kTiledConfigs[route.tiled.config].head_dim;
+  } else if (std::holds_alternative<route::Vector>(route.plan.kernel) && route.vector.head_class > 0) {
+    t.compiled = route.vector.head_class;
+  }
+  const auto call = [&] { attention(qv, kv, vv, ov, scale, options); };
+  const double first_ms = median_ms(call, 1, 1);
+  t.ms = median_ms(call, 2, reps_within(first_ms, 500, reps));
+  for (void* pointer : {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(out)}) {
+    ok(cudaFree(pointer), "free");
+  }
+  return t;
+}
+
+// --head-sizes: every head size a multiple of 8 up to 256, and 512, in bfloat16, as prefill
+// (B 2, 16 heads, 2k keys, causal) and decode (B 16, 32 / 8 heads, 8k keys), each timed at its
+// own size and at the compiled size its plan rounds it up to. "ratio" is the compiled size's time
+// over this size's: the rate at the compiled size's work against that size's own (1: rounding up
+// costs nothing beyond the padded columns).
+void time_head_sizes(int reps) {
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t d = 8; d <= 256; d += 8) sizes.push_back(d);
+  sizes.push_back(512);
+  for (const bool decode : {false, true}) {
+    for (const std::int64_t d : sizes) {
+      const auto timed = [&](std::int64_t head_dim) {
+        return decode ? time_head_size(16, 32, 8, 1, 8192, head_dim, false, reps)
+                      : time_head_size(2, 16, 16, 2048, 2048, head_dim, true, reps);
+      };
+      const HeadSizeTiming own = timed(d);
+      const HeadSizeTiming compiled = own.compiled == d ? own : timed(own.compiled);
+      const double pairs = decode ? 16.0 * 32 * 8192 : 2.0 * 16 * 2048 * 2048 / 2;
+      const double flops = 4.0 * pairs * static_cast<double>(d);
+      const double bytes = decode ? 2.0 * 16 * (2 * 32 * d + 2.0 * 8 * 8192 * d) : 2.0 * 2 * 16 * 2048 * 4 * d;
+      std::printf("{\"head_size\": %lld, \"mode\": \"%s\", \"compiled\": %lld, \"kernel\": \"%s\", "
+                  "\"compiled_kernel\": \"%s\", \"ms\": %.5f, \"compiled_ms\": %.5f, \"tflops\": %.2f, "
+                  "\"tbytes\": %.4f, \"ratio\": %.3f}\n",
+                  static_cast<long long>(d), decode ? "decode" : "prefill", static_cast<long long>(own.compiled),
+                  own.kernel.c_str(), compiled.kernel.c_str(), own.ms, compiled.ms, flops / (own.ms * 1e-3) / 1e12,
+                  bytes / (own.ms * 1e-3) / 1e12, compiled.ms / own.ms);
+      std::fflush(stdout);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace heed;
   int reps = 30;
   bool variants = true;
+  bool head_sizes = false;  // --head-sizes: the head-size sweep alone (time_head_sizes)
   std::vector<std::string> only;  // --case TEXT: cases whose name contains TEXT (repeatable)
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--reps" && i + 1 < argc) reps = std::atoi(argv[i + 1]);
     if (std::string(argv[i]) == "--no-variants") variants = false;
     if (std::string(argv[i]) == "--case" && i + 1 < argc) only.emplace_back(argv[++i]);
+    if (std::string(argv[i]) == "--head-sizes") head_sizes = true;
   }
   const auto selected = [&](const char* name) {
     if (only.empty()) return true;
@@ -324,6 +400,10 @@ int main(int argc, char** argv) {
   const double copy = copy_tbytes();
   const double peak = gemm_tflops();
   std::printf("{\"copy_tbytes\": %.4f, \"bf16_gemm_tflops\": %.1f}\n", copy, peak);
+  if (head_sizes) {
+    time_head_sizes(reps);
+    return 0;
+  }
   // Every case's own line first, then every case's variants: a case's line is not timed right
   // after the previous case's variants (minutes of sustained load that lower the card's clocks).
   for (const bool variant_pass : {false, true}) {
