@@ -12,8 +12,8 @@
 // "planned" against the case's own line is the cost of those checks in a single call).
 // Prefill cases are timed again
 // on each tiled kernel (mma.sync and, on a 9.0 device, wgmma: the HEED_CUDA_TILED switch). The
-// variants are planned by the same planner (plan_cuda with a device description or tuning) and
-// run through the backend's own entry, so only the one choice differs. --head-sizes times every
+// variants are planned by the same planner (plan_cuda with the variant's PlanOverrides) and run
+// through the backend's own entry, so only the one choice differs. --head-sizes times every
 // head size against the compiled size it rounds up to instead (time_head_sizes).
 
 #include <cublas_v2.h>
@@ -32,6 +32,7 @@
 #include "heed/heed.hpp"
 #include "plan/cuda_plan.hpp"
 #include "plan/cuda_tables.hpp"
+#include "plan/overrides.hpp"
 #include "plan/planner.hpp"
 
 namespace {
@@ -165,31 +166,30 @@ double visible_pairs(const Case& c) {
   return pairs * static_cast<double>(c.batch * c.q_heads);
 }
 
+using VectorKernel = heed::plan::CudaVectorKernel;
 struct Variant {
   const char* name;
-  bool cuda_cores;     // plan as with HEED_CUDA_VECTOR=fma
-  bool mma_cp_async;   // plan as with HEED_CUDA_VECTOR=mma: the cp.async tensor-core kernel
-  bool pre_tma;        // plan as before the TMA kernel (the cp.async kernels, chosen by rows)
+  VectorKernel kernel;  // Fma as HEED_CUDA_VECTOR=fma, Mma as =mma, CpAsync as before the TMA kernel
   double partitions;   // times the planned count (0: planned)
   double ring;         // times the planned ring items (0: planned)
   int blocks_per_sm;   // tensor-core kernels: the ring sized for this many blocks per SM (0: planned)
   int warps;           // TMA kernel: warps per block (0: planned)
 };
 constexpr Variant kVariants[] = {
-    {"planned", false, false, false, 0, 0, 0, 0},  // the plan itself, through the same entry as the others
-    {"pre_tma", false, false, true, 0, 0, 0, 0},
-    {"cuda_cores", true, false, false, 0, 0, 0, 0},
-    {"mma_cp_async", false, true, false, 0, 0, 0, 0},
-    {"partitions_x2", false, false, false, 2.0, 0, 0, 0},
-    {"partitions_half", false, false, false, 0.5, 0, 0, 0},
-    {"ring_half", false, false, false, 0, 0.5, 0, 0},
-    {"blocks_1", false, false, false, 0, 0, 1, 4},
-    {"blocks_2", false, false, false, 0, 0, 2, 4},
-    {"blocks_3", false, false, false, 0, 0, 3, 4},
-    {"blocks_4", false, false, false, 0, 0, 4, 4},
-    {"warps_16", false, false, false, 0, 0, 0, 16},
-    {"warps_16_parts_x2", false, false, false, 2.0, 0, 0, 16},
-    {"warps_16_parts_half", false, false, false, 0.5, 0, 0, 16},
+    {"planned", VectorKernel::Auto, 0, 0, 0, 0},  // the plan itself, through the same entry as the others
+    {"pre_tma", VectorKernel::CpAsync, 0, 0, 0, 0},
+    {"cuda_cores", VectorKernel::Fma, 0, 0, 0, 0},
+    {"mma_cp_async", VectorKernel::Mma, 0, 0, 0, 0},
+    {"partitions_x2", VectorKernel::Auto, 2.0, 0, 0, 0},
+    {"partitions_half", VectorKernel::Auto, 0.5, 0, 0, 0},
+    {"ring_half", VectorKernel::Auto, 0, 0.5, 0, 0},
+    {"blocks_1", VectorKernel::Auto, 0, 0, 1, 4},
+    {"blocks_2", VectorKernel::Auto, 0, 0, 2, 4},
+    {"blocks_3", VectorKernel::Auto, 0, 0, 3, 4},
+    {"blocks_4", VectorKernel::Auto, 0, 0, 4, 4},
+    {"warps_16", VectorKernel::Auto, 0, 0, 0, 16},
+    {"warps_16_parts_x2", VectorKernel::Auto, 2.0, 0, 0, 16},
+    {"warps_16_parts_half", VectorKernel::Auto, 0.5, 0, 0, 16},
 };
 
 // Whether two plans of the vector route launch the same thing.
@@ -206,19 +206,18 @@ void time_variants(const char* name, const heed::TensorView& q, const heed::Tens
   using namespace heed;
   const call::Call problem = call::validate_call(q, k, v, out, scale, options);
   const plan::CudaDeviceInfo& device = cuda::device_info(q.device, "heed_cuda_bench");
-  const plan::CudaRoute planned = plan::plan_cuda(problem, device);
+  const plan::PlanOverrides& environment = plan::environment_overrides();
+  const plan::CudaRoute planned = plan::plan_cuda(problem, device, environment);
   if (!std::holds_alternative<route::Vector>(planned.plan.kernel)) return;
   std::vector<plan::CudaRoute> timed;
   for (const Variant& variant : kVariants) {
-    plan::CudaDeviceInfo described = device;
-    described.vector_fma = variant.cuda_cores;
-    described.vector_mma = variant.mma_cp_async;
-    described.vector_no_tma = variant.pre_tma;
-    plan::CudaVectorTuning tuning;
+    plan::PlanOverrides overrides = environment;
+    overrides.cuda_vector = variant.kernel;
+    plan::CudaVectorTuning& tuning = overrides.cuda_vector_tuning;
     tuning.warps = variant.warps;
     if (variant.partitions > 0) {
       // Times the partitions planned for this variant's kernel and warps.
-      const std::int64_t base = plan::plan_cuda(problem, described, tuning).vector.partitions;
+      const std::int64_t base = plan::plan_cuda(problem, device, overrides).vector.partitions;
       tuning.partitions = std::max<std::int64_t>(1, std::llround(static_cast<double>(base) * variant.partitions));
     }
     if (variant.ring > 0) {
@@ -226,7 +225,7 @@ void time_variants(const char* name, const heed::TensorView& q, const heed::Tens
       tuning.ring_items = std::max(2, static_cast<int>(planned.vector.ring_items * variant.ring));
     }
     tuning.blocks_per_sm = variant.blocks_per_sm;
-    const plan::CudaRoute route = plan::plan_cuda(problem, described, tuning);
+    const plan::CudaRoute route = plan::plan_cuda(problem, device, overrides);
     if (!std::holds_alternative<route::Vector>(route.plan.kernel)) continue;
     bool repeated = false;
     for (const plan::CudaRoute& other : timed) repeated = repeated || same_launch(other, route);
@@ -254,7 +253,7 @@ void time_tiled_variants(const char* name, const heed::TensorView& q, const heed
                          const heed::TensorView& v, heed::TensorView& out, float scale,
                          const heed::AttentionOptions& options, double flops, int reps) {
   using namespace heed;
-  using Kernel = plan::CudaDeviceInfo::TiledKernel;
+  using Kernel = plan::CudaTiledKernel;
   const call::Call problem = call::validate_call(q, k, v, out, scale, options);
   const plan::CudaDeviceInfo& device = cuda::device_info(q.device, "heed_cuda_bench");
   // (name, kernel, pingpong flipped, kHopperConfigs entry or -1 for the plan's)
@@ -273,9 +272,9 @@ void time_tiled_variants(const char* name, const heed::TensorView& q, const heed
     }
   }
   for (const TiledVariant& variant : list) {
-    plan::CudaDeviceInfo described = device;
-    described.tiled_kernel = variant.kernel;
-    plan::CudaRoute route = plan::plan_cuda(problem, described);
+    plan::PlanOverrides overrides = plan::environment_overrides();
+    overrides.cuda_tiled = variant.kernel;
+    plan::CudaRoute route = plan::plan_cuda(problem, device, overrides);
     if (!std::holds_alternative<route::Tiled>(route.plan.kernel)) return;
     std::string label = variant.name;
     if (variant.flip_pingpong) {
@@ -326,7 +325,8 @@ HeadSizeTiming time_head_size(std::int64_t batch, std::int64_t q_heads, std::int
   options.causal = causal;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const call::Call problem = call::validate_call(qv, kv, vv, ov, scale, options);
-  const plan::CudaRoute route = plan::plan_cuda(problem, cuda::device_info(gpu, "heed_cuda_bench"));
+  const plan::CudaRoute route = plan::plan_cuda(problem, cuda::device_info(gpu, "heed_cuda_bench"),
+                                                plan::environment_overrides());
   HeadSizeTiming t;
   t.kernel = route.plan.kernel_name;
   t.compiled = head_dim;

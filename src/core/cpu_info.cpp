@@ -38,15 +38,6 @@ int thread_count() {
   return available_cores();
 }
 
-// A tiling knob's value from the environment: 1 to 65536, else 0 (unset).
-std::int64_t tiling_knob(const char* name) {
-  const char* value = std::getenv(name);
-  if (value == nullptr) return 0;
-  char* end = nullptr;
-  const long long rows = std::strtoll(value, &end, 10);
-  return end != value && *end == '\0' && rows >= 1 && rows <= 65536 ? rows : 0;
-}
-
 // Size in bytes of cache `index` of cpu0 from sysfs ("48K"), or 0.
 std::size_t sysfs_cache_bytes(int index) {
   std::ifstream file("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
@@ -136,8 +127,6 @@ const CpuInfo& cpu_info() {
     result.isa = chosen_isa();
     result.l1d_bytes = cache_bytes(1, std::size_t{32} << 10);
     result.l2_bytes = cache_bytes(2, std::size_t{1} << 20);
-    result.tiled_rows = tiling_knob("HEED_CPU_TILED_ROWS");
-    result.tiled_keys = tiling_knob("HEED_CPU_TILED_KEYS");
     return result;
   }();
   return info;

@@ -2,7 +2,6 @@
 // Immutable properties of this machine's CPU, read once per process.
 
 #include <cstddef>
-#include <cstdint>
 
 namespace heed {
 
@@ -20,12 +19,6 @@ struct CpuInfo {
   int threads = 1;              // HEED_NUM_THREADS, else the cores this process may run on
   std::size_t l1d_bytes = 0;    // per core
   std::size_t l2_bytes = 0;     // per core
-  // HEED_CPU_TILED_ROWS: query rows per tiled task in place of the planner's table (a tuning
-  // knob for measuring that table on a new machine); 0 when unset.
-  std::int64_t tiled_rows = 0;
-  // HEED_CPU_TILED_KEYS: the most keys per tiled key tile in place of the table's limit (the
-  // same kind of knob); 0 when unset.
-  std::int64_t tiled_keys = 0;
 };
 
 const CpuInfo& cpu_info();

@@ -1,7 +1,6 @@
 #include "cuda/runtime.hpp"
 
 #include <array>
-#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -76,12 +75,6 @@ const plan::CudaDeviceInfo& device_info(Device device, const char* op) {
     info.shared_per_sm = prop.sharedMemPerMultiprocessor;
     info.reserved_shared_per_block = prop.reservedSharedMemPerBlock;
     info.name = prop.name;
-    const char* vector = std::getenv("HEED_CUDA_VECTOR");
-    info.vector_fma = vector != nullptr && std::string(vector) == "fma";
-    info.vector_mma = vector != nullptr && std::string(vector) == "mma";
-    const char* tiled = std::getenv("HEED_CUDA_TILED");
-    if (tiled != nullptr && std::string(tiled) == "mma") info.tiled_kernel = plan::CudaDeviceInfo::TiledKernel::Mma;
-    if (tiled != nullptr && std::string(tiled) == "wgmma") info.tiled_kernel = plan::CudaDeviceInfo::TiledKernel::Wgmma;
 #if defined(HEED_CUDA_SM90A)
     info.wgmma_built = true;
 #endif

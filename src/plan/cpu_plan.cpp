@@ -40,7 +40,8 @@ struct Fit {
   std::int64_t b = 0;  // block_k (tiled)
   std::size_t intermediate = 0;
   bool capped = false;  // the cap made the blocking smaller than the route's own choice
-  std::string why{};    // how the tiled route chose its rows (FMA kernels)
+  std::string rows_why{};  // tiled: how its rows per tile were chosen (the FMA kernels' rule, or an override)
+  std::string keys_why{};  // tiled: the override of its key tile limit, where one is in force
 };
 
 // Largest blocking of each route whose score-sized intermediate fits the cap, or nullopt
@@ -81,18 +82,22 @@ std::int64_t whole_count(double count) {
 }
 
 // Tiled tiles hold block_q query positions of every head of a group (group × block_q rows).
-std::optional<Fit> fit_tiled(const Problem& p, const CpuInfo& cpu, std::size_t& min_cap) {
+std::optional<Fit> fit_tiled(const Problem& p, const CpuInfo& cpu, const PlanOverrides& overrides,
+                             std::size_t& min_cap) {
   const std::int64_t group = std::max<std::int64_t>(p.group, 1);
   const auto positions_for = [&](std::int64_t rows) {
     return std::clamp<std::int64_t>(rows / group, 1, std::max<std::int64_t>(p.q_len, 1));
   };
   const double budget = static_cast<double>(cpu.l2_bytes) / kTiledL2Share;
   const auto footprint = [&](std::int64_t rows, std::int64_t keys) { return tile_floats(p, rows, keys) * kFloat; };
-  std::int64_t block_k = cpu.tiled_keys > 0 ? std::max(cpu.tiled_keys, kTiledMinBlockK) : kTiledMaxBlockK;
+  const std::int64_t asked_rows = overrides.cpu_tiled_rows, asked_keys = overrides.cpu_tiled_keys;
+  std::int64_t block_k = asked_keys > 0 ? std::max(asked_keys, kTiledMinBlockK) : kTiledMaxBlockK;
   std::int64_t target_rows =
-      cpu.tiled_rows > 0 ? cpu.tiled_rows : (on_bf16_units(p, cpu) ? kBf16UnitBlockRows : kTiledBlockRows);
-  std::string why;
-  if (cpu.tiled_rows <= 0 && !on_bf16_units(p, cpu)) {
+      asked_rows > 0 ? asked_rows : (on_bf16_units(p, cpu) ? kBf16UnitBlockRows : kTiledBlockRows);
+  std::string rows_why, keys_why;
+  if (asked_rows > 0) {
+    rows_why = format("rows per tile from HEED_CPU_TILED_ROWS={} (tuning), not the planner's table", asked_rows);
+  } else if (!on_bf16_units(p, cpu)) {
     // The FMA kernels take kTiledMaxBlockRows rows where those tiles, with whole key tiles, fit
     // the budget and still give each thread kTiledMinTasksPerThread tasks.
     const std::int64_t positions = positions_for(kTiledMaxBlockRows), rows = group * positions;
@@ -101,10 +106,14 @@ std::optional<Fit> fit_tiled(const Problem& p, const CpuInfo& cpu, std::size_t& 
     const bool fits = footprint(rows, keys) <= budget;
     const bool enough = tasks >= kTiledMinTasksPerThread * cpu.threads;
     if (fits && enough) target_rows = kTiledMaxBlockRows;
-    why = format("rows per tile up to {} (at {} rows the tiles, with {}-key tiles, {} the L2 budget, and {} tasks {} "
-                 "{} per thread for {} threads)",
-                 fits && enough ? kTiledMaxBlockRows : kTiledBlockRows, rows, keys, fits ? "fit" : "exceed", tasks,
-                 enough ? "are at least" : "would be under", kTiledMinTasksPerThread, cpu.threads);
+    rows_why = format("rows per tile up to {} (at {} rows the tiles, with {}-key tiles, {} the L2 budget, and {} "
+                      "tasks {} {} per thread for {} threads)",
+                      fits && enough ? kTiledMaxBlockRows : kTiledBlockRows, rows, keys, fits ? "fit" : "exceed",
+                      tasks, enough ? "are at least" : "would be under", kTiledMinTasksPerThread, cpu.threads);
+  }
+  if (asked_keys > 0) {
+    keys_why = format("at most {} keys per tile from HEED_CPU_TILED_KEYS (tuning), not the planner's table",
+                      asked_keys);
   }
   std::int64_t block_q = positions_for(target_rows);
   const auto rows = [&] { return group * block_q; };
@@ -125,7 +134,7 @@ std::optional<Fit> fit_tiled(const Problem& p, const CpuInfo& cpu, std::size_t& 
     }
     if (tile_bytes() > cap) return std::nullopt;
   }
-  return Fit{block_q, block_k, tile_bytes(), capped, why};
+  return Fit{block_q, block_k, tile_bytes(), capped, rows_why, keys_why};
 }
 
 std::optional<Fit> fit_vector(const Problem& p, std::int64_t rows, std::size_t& min_cap) {
@@ -241,15 +250,8 @@ void build_tiled(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& f
                                   r.block_q, p.group, rows, r.block_k,
                                   whole_count(tile_floats(p, rows, r.block_k)),
                                   kTiledL2Share, cpu.l2_bytes >> 10));
-  if (!fit.why.empty()) r.plan.reasons.push_back(fit.why);
-  if (cpu.tiled_rows > 0) {
-    r.plan.reasons.push_back(format("rows per tile from HEED_CPU_TILED_ROWS={} (tuning), not the planner's table",
-                                    cpu.tiled_rows));
-  }
-  if (cpu.tiled_keys > 0) {
-    r.plan.reasons.push_back(format("at most {} keys per tile from HEED_CPU_TILED_KEYS (tuning), not the planner's "
-                                    "table", cpu.tiled_keys));
-  }
+  if (!fit.rows_why.empty()) r.plan.reasons.push_back(fit.rows_why);
+  if (!fit.keys_why.empty()) r.plan.reasons.push_back(fit.keys_why);
   const std::int64_t tasks = p.batch * p.kv_heads * ceil_div(p.q_len, r.block_q);
   r.plan.workers = static_cast<int>(std::min<std::int64_t>(cpu.threads, tasks));
   const auto workers = static_cast<std::size_t>(r.plan.workers);
@@ -382,8 +384,7 @@ void plan_empty(CpuRoute& r, const Problem& p, const CpuInfo& cpu) {
 
 }  // namespace
 
-CpuRoute plan_cpu(const Problem& p) {
-  const CpuInfo& cpu = cpu_info();
+CpuRoute plan_cpu(const Problem& p, const CpuInfo& cpu, const PlanOverrides& overrides) {
   CpuRoute r;
   r.plan.device = Device::cpu();
   r.plan.dtype = p.dtype;
@@ -398,7 +399,7 @@ CpuRoute plan_cpu(const Problem& p) {
   std::size_t vector_min = 0, composed_min = 0, tiled_min = 0;
   const auto vector = fit_vector(p, rows, vector_min);
   const auto composed = fit_composed(p, composed_min);
-  const auto tiled = fit_tiled(p, cpu, tiled_min);
+  const auto tiled = fit_tiled(p, cpu, overrides, tiled_min);
   const Pick pick = choose_route(p, {vector.has_value(), composed.has_value(), tiled.has_value()},
                                  {vector_min, composed_min, tiled_min}, r.plan);
 

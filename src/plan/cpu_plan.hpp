@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <string>
 
+#include "core/cpu_info.hpp"
 #include "heed/plan.hpp"
+#include "plan/overrides.hpp"
 #include "plan/problem.hpp"
 #include "plan/scratch_layout.hpp"
 
@@ -52,6 +54,7 @@ struct CpuRoute {
   } amx;
 };
 
-CpuRoute plan_cpu(const Problem& problem);
+// The plan of `problem` on a CPU with the facts `cpu` (cpu_info()), overrides applied.
+CpuRoute plan_cpu(const Problem& problem, const CpuInfo& cpu, const PlanOverrides& overrides = {});
 
 }  // namespace heed::plan

@@ -47,6 +47,8 @@ std::pair<std::int64_t, std::int64_t> visible_span(const Problem& p) {
 struct VectorFit {
   CudaVectorShape shape;
   std::size_t intermediate = 0;
+  std::string cores_why;  // the CUDA-core kernel: why not tensor cores
+  std::string tma_why;    // not the TMA kernel: why not (empty on the TMA kernel)
 };
 
 // The CUDA-core kernel's register tiling (cuda/vector.cu).
@@ -192,13 +194,24 @@ std::optional<VectorFit> fit_vector_tma(const Problem& p, const CudaDeviceInfo& 
   return fit;
 }
 
-// The vector kernel for the problem: the TMA kernel where it serves (`tma_why` says why not),
-// else tensor cores for float16 / bfloat16 (unless HEED_CUDA_VECTOR = fma, too few rows, or the
-// cap is below its scores in flight), else the CUDA-core kernel; nullopt when the head sizes
-// exceed them all or the cap is below the scores in flight of every candidate.
-std::optional<VectorFit> fit_vector(const Problem& p, const CudaDeviceInfo& device, const CudaVectorTuning& tuning,
-                                    std::size_t& min_cap, std::string& why_not, std::string& tma_why) {
-  const VectorFit fma = fit_vector_fma(p);
+// Why an override keeps the vector route off the TMA kernel, or empty under none.
+std::string tma_overridden(CudaVectorKernel asked) {
+  switch (asked) {
+    case CudaVectorKernel::Fma: return "HEED_CUDA_VECTOR=fma asks for the CUDA-core kernel";
+    case CudaVectorKernel::Mma: return "HEED_CUDA_VECTOR=mma asks for the cp.async tensor-core kernel";
+    case CudaVectorKernel::CpAsync: return "the caller's overrides ask for the cp.async kernels, chosen by rows";
+    case CudaVectorKernel::Auto: break;
+  }
+  return {};
+}
+
+// The vector kernel for the problem: the TMA kernel where it serves, else tensor cores for
+// float16 / bfloat16 (unless HEED_CUDA_VECTOR=fma, too few rows, or the cap is below its scores
+// in flight), else the CUDA-core kernel, each fit with the reasons of its choice; nullopt when
+// the head sizes exceed them all or the cap is below the scores in flight of every candidate.
+std::optional<VectorFit> fit_vector(const Problem& p, const CudaDeviceInfo& device, const PlanOverrides& overrides,
+                                    std::size_t& min_cap, std::string& why_not) {
+  VectorFit fma = fit_vector_fma(p);
   min_cap = fma.intermediate;
   if (p.head_dim > kVectorMaxHeadDim || p.value_dim > kVectorMaxHeadDim) {
     why_not = format("head sizes D {} / Dv {} exceed the vector kernel's {}", p.head_dim, p.value_dim,
@@ -215,9 +228,9 @@ std::optional<VectorFit> fit_vector(const Problem& p, const CudaDeviceInfo& devi
                                      : std::numeric_limits<std::size_t>::max();
   const std::int64_t rows = p.group * p.q_len, groups = p.batch * p.kv_heads;
   const bool few_groups = rows >= kVectorMmaFewGroupRows && groups * kVectorMmaFewGroupsFactor <= device.sm_count;
-  tma_why = device.vector_fma || device.vector_mma || device.vector_no_tma
-                ? std::string("HEED_CUDA_VECTOR (or the caller's device description) asks for the cp.async kernels")
-                : tma_why_not(p, device);
+  const CudaVectorKernel asked = overrides.cuda_vector;
+  const CudaVectorTuning& tuning = overrides.cuda_vector_tuning;
+  std::string tma_why = asked != CudaVectorKernel::Auto ? tma_overridden(asked) : tma_why_not(p, device);
   if (tma_why.empty()) {
     if (const auto tma = fit_vector_tma(p, device, tuning)) {
       min_cap = std::min(min_cap, tma->intermediate);
@@ -227,18 +240,36 @@ std::optional<VectorFit> fit_vector(const Problem& p, const CudaDeviceInfo& devi
       tma_why = "no ring of two items fits the device's shared memory";
     }
   }
-  const bool enough_rows = device.vector_mma || rows >= kVectorMmaMinRows || few_groups;
-  if (p.dtype != DType::Float32 && !device.vector_fma && enough_rows && p.head_dim > 0) {
-    if (const auto mma = fit_vector_mma(p, device, tuning)) {
-      min_cap = std::min(min_cap, mma->intermediate);
-      if (mma->intermediate <= cap) return mma;
+  std::string cores_why;
+  if (p.dtype == DType::Float32) {
+    cores_why = "float32";
+  } else if (asked == CudaVectorKernel::Fma) {
+    cores_why = "HEED_CUDA_VECTOR=fma";
+  } else if (asked != CudaVectorKernel::Mma && rows < kVectorMmaMinRows && !few_groups) {
+    cores_why = format("{} query rows per key head < {} and {} (batch x key head) groups, where they measured faster",
+                       rows, kVectorMmaMinRows, groups);
+  } else if (p.head_dim == 0) {
+    cores_why = "D 0 gives the tensor-core kernel no steps";
+  } else if (auto mma = fit_vector_mma(p, device, tuning)) {
+    min_cap = std::min(min_cap, mma->intermediate);
+    if (mma->intermediate <= cap) {
+      mma->tma_why = tma_why;
+      return mma;
     }
+    cores_why = format("the tensor-core kernel's {} scores in flight exceed max_score_bytes {}",
+                       static_cast<std::int64_t>(mma->intermediate / kFloat), *p.max_score_bytes);
+  } else {
+    cores_why = format("no tensor-core head class holds D {} / Dv {}, or no ring of two items fits the device's "
+                       "shared memory",
+                       p.head_dim, p.value_dim);
   }
   if (fma.intermediate > cap) {
     why_not = format("its {} scores in flight ({} bytes) exceed max_score_bytes {}",
                      static_cast<std::int64_t>(min_cap / kFloat), min_cap, *p.max_score_bytes);
     return std::nullopt;
   }
+  fma.cores_why = cores_why;
+  fma.tma_why = tma_why;
   return fma;
 }
 
@@ -310,7 +341,7 @@ std::int64_t mma_partitions(std::int64_t groups, std::int64_t span, std::int64_t
 }
 
 void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, const VectorFit& fit,
-                  const CudaVectorTuning& tuning, const std::string& tma_why) {
+                  const CudaVectorTuning& tuning) {
   auto& reasons = r.plan.reasons;
   CudaVectorShape& s = r.vector;
   s = fit.shape;
@@ -366,8 +397,7 @@ void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, 
     reasons.push_back(s.tma ? format("loads: TMA (cp.async.bulk.tensor, 64-column x 16-key boxes, 128-byte swizzle) "
                                      "by lane 0 of each warp into its ring, one mbarrier per slot; this 9.0 device "
                                      "and the call's contiguous 16-byte rows allow it")
-                            : format("loads: per-lane cp.async of each lane's fragments ({})",
-                                     tma_why.empty() ? std::string("the TMA kernel does not serve") : tma_why));
+                            : format("loads: per-lane cp.async of each lane's fragments ({})", fit.tma_why));
     reasons.push_back(format("ring: {} items of 16 keys (K or V) per warp x {} warps, {} bytes of shared memory per "
                              "block, {} block(s) per SM ({} bytes per SM){}",
                              s.ring_items, s.warps, s.shared_bytes, s.blocks_per_sm, device.shared_per_sm,
@@ -385,22 +415,15 @@ void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, 
   } else {
     reasons.push_back(format("vector kernel: CUDA cores ({}): {} lanes per key x {} chunk(s) of {} elements "
                              "(16-byte loads); {} query rows per block in {} tile(s) of {}",
-                             p.dtype == DType::Float32 ? std::string("float32")
-                             : device.vector_fma        ? std::string("HEED_CUDA_VECTOR=fma")
-                             : !device.vector_mma && s.rows < kVectorMmaMinRows
-                                 ? format("{} query rows per key head < {} and {} (batch x key head) groups, where "
-                                          "they measured faster",
-                                          s.rows, kVectorMmaMinRows, p.batch * p.kv_heads)
-                                 : std::string("the cap or head size rules out the tensor-core kernel"),
-                             s.lanes_per_key,
-                             s.chunks_per_lane, s.elems_per_chunk, s.rows, s.row_tiles, s.row_tile));
-    if (!tma_why.empty() && p.dtype != DType::Float32) reasons.push_back("no TMA kernel: " + tma_why);
+                             fit.cores_why, s.lanes_per_key, s.chunks_per_lane, s.elems_per_chunk, s.rows,
+                             s.row_tiles, s.row_tile));
+    if (!fit.tma_why.empty() && p.dtype != DType::Float32) reasons.push_back("no TMA kernel: " + fit.tma_why);
     reasons.push_back(format("key partitions: {} of {} keys ({} (batch x key head x row tile) groups for {} x {} "
                              "SMs; {} keys visible{}, >= {} keys per partition)",
                              s.partitions, s.keys_per_partition, groups, kVectorBlocksPerSm, device.sm_count, span,
                              p.window ? " in the window" : "", kVectorMinKeysPerPartition));
   }
-  if (tuning.partitions > 0 || tuning.ring_items > 0 || tuning.blocks_per_sm > 0 || tuning.warps > 0) {
+  if (tuning.any()) {
     reasons.push_back(format("tuned by the caller: {} partition(s), {} ring item(s), {} block(s) per SM, {} warps "
                              "per block asked",
                              tuning.partitions, tuning.ring_items, tuning.blocks_per_sm, tuning.warps));
@@ -476,9 +499,7 @@ void plan_empty(CudaRoute& r, const Problem& p) {
 
 }  // namespace
 
-CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device) { return plan_cuda(p, device, {}); }
-
-CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device, const CudaVectorTuning& tuning) {
+CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device, const PlanOverrides& overrides) {
   CudaRoute r;
   r.plan.device = Device::cuda(device.index);
   r.plan.dtype = p.dtype;
@@ -490,12 +511,12 @@ CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device, const CudaVe
   }
 
   std::size_t vector_min = 0, composed_min = 0;
-  std::string vector_why, tma_why;
-  const auto vector = fit_vector(p, device, tuning, vector_min, vector_why, tma_why);
+  std::string vector_why;
+  const auto vector = fit_vector(p, device, overrides, vector_min, vector_why);
   const auto composed = fit_composed(p, composed_min);
   std::size_t tiled_min = 0;
   std::string tiled_why;
-  const auto tiled = fit_cuda_tiled(p, device, tiled_min, tiled_why);
+  const auto tiled = fit_cuda_tiled(p, device, overrides.cuda_tiled, tiled_min, tiled_why);
   const std::int64_t rows = p.group * p.q_len;
   bool use_vector = false, use_tiled = false;
   switch (p.route) {
@@ -561,7 +582,7 @@ CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device, const CudaVe
     build_cuda_tiled(r, p, *tiled);
   } else if (use_vector) {
     r.plan.max_intermediate_bytes = vector->intermediate;
-    build_vector(r, p, device, *vector, tuning, tma_why);
+    build_vector(r, p, device, *vector, overrides.cuda_vector_tuning);
   } else {
     r.plan.max_intermediate_bytes = composed->intermediate;
     build_composed(r, p, *composed);
@@ -579,23 +600,26 @@ CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device, const CudaVe
   return r;
 }
 
-const CudaRoute& plan_cuda_cached(const Problem& problem, const CudaDeviceInfo& device) {
+const CudaRoute& plan_cuda_cached(const Problem& problem, const CudaDeviceInfo& device,
+                                  const PlanOverrides& overrides) {
   struct Entry {
     Problem problem;
     int device = -1;
+    PlanOverrides overrides;
     CudaRoute route;
   };
   constexpr std::size_t kEntries = 4;
   thread_local std::array<Entry, kEntries> entries;
   thread_local std::size_t next = 0;
   for (const Entry& entry : entries) {
-    if (entry.device == device.index && entry.problem == problem) return entry.route;
+    if (entry.device == device.index && entry.problem == problem && entry.overrides == overrides) return entry.route;
   }
   Entry& entry = entries[next];
   next = (next + 1) % kEntries;
   entry.device = -1;  // a throwing plan leaves no stale entry
-  entry.route = plan_cuda(problem, device);
+  entry.route = plan_cuda(problem, device, overrides);
   entry.problem = problem;
+  entry.overrides = overrides;
   entry.device = device.index;
   return entry.route;
 }

@@ -1,18 +1,21 @@
 #pragma once
 // The CUDA routing function: one place decides the route, its launch shape and its scratch,
-// for plan_attention, attention and heed explain alike. Pure: it reads the problem and the
-// device's immutable properties, never the device itself.
+// for plan_attention, attention and heed explain alike. Pure: it reads the problem, the
+// device's facts (discovered once per device) and the caller's overrides, never the device
+// itself.
 
 #include <cstdint>
 #include <string>
 
 #include "heed/plan.hpp"
+#include "plan/overrides.hpp"
 #include "plan/problem.hpp"
 #include "plan/scratch_layout.hpp"
 
 namespace heed::plan {
 
-// Immutable properties of one CUDA device, read once per process.
+// The facts of one CUDA device and of this build, read once per process; no tuning knobs
+// (those are PlanOverrides).
 struct CudaDeviceInfo {
   int index = 0;
   int sm_count = 1;
@@ -21,18 +24,6 @@ struct CudaDeviceInfo {
   std::size_t shared_per_sm = 228 << 10;
   std::size_t reserved_shared_per_block = 1 << 10;
   std::string name;
-  // HEED_CUDA_VECTOR=fma (read once per process): the CUDA-core vector kernel for float16 and
-  // bfloat16 too, instead of the tensor-core one (an A/B switch and a fallback).
-  bool vector_fma = false;
-  // HEED_CUDA_VECTOR=mma: the tensor-core vector kernel at any row count (the other side of
-  // the A/B switch; by default it serves groups of kVectorMmaMinRows rows and more).
-  bool vector_mma = false;
-  // Plan the vector route as before the TMA kernel (the cp.async kernels only, chosen by rows):
-  // the bench's A/B line of the earlier choice.
-  bool vector_no_tma = false;
-  // HEED_CUDA_TILED=mma|wgmma (read once per process): force the tiled route's mma.sync kernel,
-  // or the Hopper (wgmma) kernel where it serves; by default the Hopper kernel on 9.0.
-  enum class TiledKernel { Auto, Mma, Wgmma } tiled_kernel = TiledKernel::Auto;
   // The build holds sm_90a code (HEED_CUDA_ARCHS has 90a): the Hopper kernel can run on 9.0.
   bool wgmma_built = false;
 };
@@ -103,21 +94,14 @@ struct CudaRoute {
   Region scores, out_rows;              // composed, one step
 };
 
-CudaRoute plan_cuda(const Problem& problem, const CudaDeviceInfo& device);
-
-// The benchmark's and tests' overrides of the vector route's choices (0: the planner's own),
-// so that variants are laid out (scratch included) by the same code as the plan.
-struct CudaVectorTuning {
-  std::int64_t partitions = 0;  // key partitions (at most one per visible key)
-  int ring_items = 0;           // tensor-core kernel: ring items per warp, 2 up to the planned count
-  int blocks_per_sm = 0;        // tensor-core kernels: the ring sized for this many blocks per SM
-  int warps = 0;                // TMA kernel: warps per block, 4 or 16 (0: planned)
-};
-CudaRoute plan_cuda(const Problem& problem, const CudaDeviceInfo& device, const CudaVectorTuning& tuning);
+// The plan of `problem` on `device`, overrides applied (a benchmark's variant, a test's forced
+// kernel, or environment_overrides()).
+CudaRoute plan_cuda(const Problem& problem, const CudaDeviceInfo& device, const PlanOverrides& overrides = {});
 
 // plan_cuda memoized per thread (the last few problems): what `attention` runs, so that a
 // repeated decode call skips the planning and its explanation (a few µs of string formatting
 // before the first launch). The reference stays valid until this thread's next call.
-const CudaRoute& plan_cuda_cached(const Problem& problem, const CudaDeviceInfo& device);
+const CudaRoute& plan_cuda_cached(const Problem& problem, const CudaDeviceInfo& device,
+                                  const PlanOverrides& overrides = {});
 
 }  // namespace heed::plan

@@ -134,8 +134,8 @@ std::string hopper_why_not(const Problem& p, const CudaDeviceInfo& device, int i
 
 }  // namespace
 
-std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInfo& device, std::size_t& min_cap,
-                                           std::string& why_not) {
+std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInfo& device, CudaTiledKernel asked,
+                                           std::size_t& min_cap, std::string& why_not) {
   min_cap = std::numeric_limits<std::size_t>::max();
   if (p.dtype != DType::Float16 && p.dtype != DType::BFloat16) {
     why_not = format("the tiled kernel multiplies float16 and bfloat16 on tensor cores; {} stays on cuBLAS",
@@ -194,23 +194,22 @@ std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInf
     return std::nullopt;
   }
   // On Hopper the wgmma kernel where it serves, unless HEED_CUDA_TILED=mma.
-  using Choice = CudaDeviceInfo::TiledKernel;
   const int hopper = hopper_config_index(p.head_dim, p.value_dim, p.causal, p.kv_len);
   std::string hopper_why = hopper_why_not(p, device, hopper);
   // Where both serve, the kernel of less padded work at the wgmma kernel's measured speed-up
   // (kWgmmaSpeedup), unless HEED_CUDA_TILED=wgmma asks for it.
-  if (hopper_why.empty() && device.tiled_kernel == Choice::Auto && !wgmma_pays(kHopperConfigs[hopper], c)) {
+  if (hopper_why.empty() && asked == CudaTiledKernel::Auto && !wgmma_pays(kHopperConfigs[hopper], c)) {
     hopper_why = format("the wgmma kernel's compiled {} multiplies {} columns per (row, key), the mma.sync kernel's "
                         "compiled {} {}: not under the {}x that the wgmma kernel's speed per FLOP makes up for",
                         head_sizes(kHopperConfigs[hopper].head_dim, kHopperConfigs[hopper].value_dim),
                         hopper_padded_work(kHopperConfigs[hopper]), head_sizes(c.head_dim, served_value_dim(c)),
                         tiled_padded_work(c), kWgmmaSpeedup);
   }
-  if (device.tiled_kernel == Choice::Mma) {
+  if (asked == CudaTiledKernel::Mma) {
     fit.kernel_reason = "tiled kernel mma.sync: HEED_CUDA_TILED=mma";
   } else if (!hopper_why.empty()) {
     fit.kernel_reason = format("tiled kernel mma.sync{}: {}",
-                               device.tiled_kernel == Choice::Wgmma ? " (HEED_CUDA_TILED=wgmma not served)" : "",
+                               asked == CudaTiledKernel::Wgmma ? " (HEED_CUDA_TILED=wgmma not served)" : "",
                                hopper_why);
   } else {
     const HopperConfig& h = kHopperConfigs[hopper];
@@ -227,7 +226,7 @@ std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInf
     s.shared_bytes = hopper_shared_bytes(h);
     fit.intermediate = static_cast<std::size_t>(s.block_m * s.block_n * 4);
     fit.kernel_reason = format("tiled kernel wgmma: compute capability 9.0 with sm_90a code{}",
-                               device.tiled_kernel == Choice::Wgmma ? " (HEED_CUDA_TILED=wgmma)" : "");
+                               asked == CudaTiledKernel::Wgmma ? " (HEED_CUDA_TILED=wgmma)" : "");
   }
   choose_launch_order(p, device, fit);
   return fit;

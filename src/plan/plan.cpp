@@ -7,11 +7,7 @@
 
 #include "core/format.hpp"
 #include "heed/error.hpp"
-#include "plan/cpu_plan.hpp"
 #include "plan/planner.hpp"
-#if HEED_HAS_CUDA
-#include "cuda/runtime.hpp"
-#endif
 
 namespace heed {
 
@@ -112,24 +108,5 @@ void require_backend(Device device) {
   }
 }
 
-AttentionPlan plan_on(const Problem& problem, Device device) {
-#if HEED_HAS_CUDA
-  if (device.type == DeviceType::CUDA) return plan_cuda(problem, cuda::device_info(device, kOp)).plan;
-#endif
-  require_backend(device);
-  return plan_cpu(problem).plan;
-}
-
 }  // namespace plan
-
-AttentionPlan plan_attention(const Shape& q, const Shape& k, const Shape& v, DType dtype,
-                             const AttentionOptions& options, Device device) {
-  return plan::plan_on(call::validate_problem(q, k, v, dtype, dtype, dtype, options), device);
-}
-
-AttentionPlan plan_attention(const TensorView& q, const TensorView& k, const TensorView& v,
-                             const AttentionOptions& options) {
-  return plan::plan_on(call::validate_views(q, k, v, options), q.device);
-}
-
 }  // namespace heed

@@ -17,7 +17,5 @@ void require_backend(Device device);
 // the composed one; nothing runs and no scratch is held. `workers` is the backend's line on its
 // workers; the backend names the kernel.
 void plan_empty_output(AttentionPlan& plan, const Problem& p, const std::string& workers);
-// The plan of a validated problem on `device` (the CPU or, when built, a CUDA device).
-AttentionPlan plan_on(const Problem& problem, Device device);
 
 }  // namespace heed::plan

@@ -17,6 +17,7 @@
 #include "heed/heed.hpp"
 #include "kernels/grid_cases.hpp"
 #include "plan/cuda_tables.hpp"
+#include "plan/overrides.hpp"
 #include "support/case_builder.hpp"
 #include "support/problem.hpp"
 
@@ -77,12 +78,12 @@ bool expect_wgmma(const CaseSpec& spec) {
 #if defined(HEED_CUDA_SM90A)
   cudaDeviceProp prop{};
   cuda_ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-  const char* forced = std::getenv("HEED_CUDA_TILED");
-  if (prop.major != 9 || prop.minor != 0 || (forced != nullptr && std::string(forced) == "mma")) return false;
+  const plan::CudaTiledKernel forced = plan::environment_overrides().cuda_tiled;
+  if (prop.major != 9 || prop.minor != 0 || forced == plan::CudaTiledKernel::Mma) return false;
   const int config = plan::cuda::hopper_config_index(spec.head_dim, spec.value_dim, spec.causal, spec.kv_len);
   if (config < 0 || spec.mask != MaskKind::None || spec.layout == Layout::ReversedL) return false;
   const int mma = plan::cuda::tiled_config_index(spec.head_dim, spec.value_dim);
-  const bool asked = forced != nullptr && std::string(forced) == "wgmma";
+  const bool asked = forced == plan::CudaTiledKernel::Wgmma;
   if (!asked && mma >= 0 && !plan::cuda::wgmma_pays(plan::cuda::kHopperConfigs[config], plan::cuda::kTiledConfigs[mma])) {
     return false;
   }

@@ -16,6 +16,7 @@
 #include "cuda/runtime.hpp"
 #include "heed/heed.hpp"
 #include "plan/cuda_plan.hpp"
+#include "plan/overrides.hpp"
 #include "plan/planner.hpp"
 #include "support/case_builder.hpp"
 #include "support/problem.hpp"
@@ -37,14 +38,18 @@ plan::CudaVectorTuning tuned(std::int64_t partitions, int ring_items, int blocks
   return tuning;
 }
 
-// Plans `spec` with `tuning`, runs it on device copies (output poisoned) and compares.
+// Plans `spec` with `tuning` (beside the environment's overrides), runs it on device copies
+// (output poisoned) and compares.
 void check_tuned(const CaseSpec& spec, const plan::CudaVectorTuning& tuning) {
   const auto problem = make_problem(spec);
   DeviceProblem device(*problem);
   const Device gpu = Device::cuda(0);
   const call::Call call = call::validate_call(device.q->view(), device.k->view(), device.v->view(), device.out->view(),
                                               problem->scale(), device.options);
-  const plan::CudaRoute route = plan::plan_cuda(call, cuda::device_info(gpu, "vector_variants_test"), tuning);
+  plan::PlanOverrides overrides = plan::environment_overrides();
+  overrides.cuda_vector_tuning = tuning;
+  const plan::CudaRoute route =
+      plan::plan_cuda(call, cuda::device_info(gpu, "vector_variants_test"), overrides);
   SCOPED_TRACE(route.plan.to_json());
   ASSERT_TRUE(std::holds_alternative<route::Vector>(route.plan.kernel));
   if (tuning.partitions > 0) EXPECT_LE(route.vector.partitions, tuning.partitions);  // whole tiles on TMA

@@ -7,6 +7,7 @@
 
 #include "heed/heed.hpp"
 #include "plan/cuda_plan.hpp"
+#include "plan/overrides.hpp"
 #include "plan/planner.hpp"
 #include "plan/problem.hpp"
 
@@ -25,32 +26,32 @@ plan::CudaDeviceInfo h200() {
 
 // The tensor-core vector kernel's shapes are tested at every row count (HEED_CUDA_VECTOR=mma);
 // which kernel the default picks is DecodeKernelFollowsTheGroupSize's.
-plan::CudaDeviceInfo h200_mma() {
-  plan::CudaDeviceInfo info = h200();
-  info.vector_mma = true;
-  return info;
+plan::PlanOverrides mma_at_any_rows() {
+  plan::PlanOverrides overrides;
+  overrides.cuda_vector = plan::CudaVectorKernel::Mma;
+  return overrides;
 }
 
 plan::CudaRoute plan_for(std::int64_t batch, std::int64_t q_heads, std::int64_t kv_heads, std::int64_t q_len,
                          std::int64_t kv_len, std::int64_t head_dim, DType dtype, AttentionOptions options = {}) {
   const Shape q{batch, q_heads, q_len, head_dim}, k{batch, kv_heads, kv_len, head_dim};
-  return plan::plan_cuda(plan::validate_problem(q, k, k, dtype, dtype, dtype, options), h200_mma());
+  return plan::plan_cuda(plan::validate_problem(q, k, k, dtype, dtype, dtype, options), h200(), mma_at_any_rows());
 }
 
 TEST(CudaPlan, DecodeKernelFollowsTheGroupSize) {
   const auto kernel = [](std::int64_t q_heads, std::int64_t kv_heads, std::int64_t q_len, std::int64_t d,
-                         const plan::CudaDeviceInfo& device) {
+                         const plan::PlanOverrides& overrides = {}) {
     const Shape q{4, q_heads, q_len, d}, k{4, kv_heads, 8192, d};
     const plan::CudaRoute r = plan::plan_cuda(
-        plan::validate_problem(q, k, k, DType::BFloat16, DType::BFloat16, DType::BFloat16, {}), device);
+        plan::validate_problem(q, k, k, DType::BFloat16, DType::BFloat16, DType::BFloat16, {}), h200(), overrides);
     return r.plan.kernel_name + (r.plan.explain().find("where they measured faster") != std::string::npos
                                      ? " (rows)" : "");
   };
   // 4 rows per key head (32/8 heads): CUDA cores, and the plan says why; 8 rows: tensor cores.
-  EXPECT_EQ(kernel(32, 8, 1, 128, h200()), "heed_cuda_vector_bf16 (rows)");
-  EXPECT_EQ(kernel(16, 2, 1, 256, h200()), "heed_cuda_vector_mma_bf16");
-  EXPECT_EQ(kernel(32, 8, 2, 128, h200()), "heed_cuda_vector_mma_bf16");  // 4 heads x 2 positions
-  EXPECT_EQ(kernel(32, 8, 1, 128, h200_mma()), "heed_cuda_vector_mma_bf16");
+  EXPECT_EQ(kernel(32, 8, 1, 128), "heed_cuda_vector_bf16 (rows)");
+  EXPECT_EQ(kernel(16, 2, 1, 256), "heed_cuda_vector_mma_bf16");
+  EXPECT_EQ(kernel(32, 8, 2, 128), "heed_cuda_vector_mma_bf16");  // 4 heads x 2 positions
+  EXPECT_EQ(kernel(32, 8, 1, 128, mma_at_any_rows()), "heed_cuda_vector_mma_bf16");
   // 4 rows over few (batch, key head) groups, a long key split: tensor cores (measured faster
   // at B 1 x 8 key heads); B 4 x 8 = 32 groups keep the CUDA cores.
   const Shape q1{1, 32, 1, 128}, k1{1, 8, 32768, 128};
@@ -58,6 +59,17 @@ TEST(CudaPlan, DecodeKernelFollowsTheGroupSize) {
                             h200())
                 .plan.kernel_name,
             "heed_cuda_vector_mma_bf16");
+  // There a cap below the tensor-core kernel's 256 scores in flight (but not the CUDA cores' 128)
+  // is the reason for the CUDA cores, not the row count.
+  AttentionOptions capped;
+  capped.max_score_bytes = 512;
+  const plan::CudaRoute r = plan::plan_cuda(
+      plan::validate_problem(q1, k1, k1, DType::BFloat16, DType::BFloat16, DType::BFloat16, capped), h200());
+  EXPECT_EQ(r.plan.kernel_name, "heed_cuda_vector_bf16");
+  EXPECT_NE(r.plan.explain().find("the tensor-core kernel's 256 scores in flight exceed max_score_bytes 512"),
+            std::string::npos)
+      << r.plan.explain();
+  EXPECT_EQ(r.plan.explain().find("where they measured faster"), std::string::npos) << r.plan.explain();
 }
 
 TEST(CudaPlan, DecodeSplitsKeysToFillTheSms) {
@@ -134,11 +146,11 @@ TEST(CudaPlan, FloatKeepsTheCudaCoreKernel) {
 }
 
 TEST(CudaPlan, FmaSwitchSelectsTheCudaCoreKernelForHalves) {
-  plan::CudaDeviceInfo device = h200();
-  device.vector_fma = true;  // HEED_CUDA_VECTOR=fma
+  plan::PlanOverrides fma;
+  fma.cuda_vector = plan::CudaVectorKernel::Fma;  // HEED_CUDA_VECTOR=fma
   const Shape q{16, 32, 1, 128}, k{16, 8, 8192, 128};
-  const plan::CudaRoute r =
-      plan::plan_cuda(plan::validate_problem(q, k, k, DType::BFloat16, DType::BFloat16, DType::BFloat16, {}), device);
+  const plan::CudaRoute r = plan::plan_cuda(
+      plan::validate_problem(q, k, k, DType::BFloat16, DType::BFloat16, DType::BFloat16, {}), h200(), fma);
   EXPECT_EQ(r.plan.kernel_name, "heed_cuda_vector_bf16");
   EXPECT_FALSE(r.vector.tensor_cores);
   EXPECT_EQ(r.vector.lanes_per_key, 16);
@@ -150,7 +162,7 @@ TEST(CudaPlan, HeadClassesAndRowTiles) {
                            std::int64_t dv, AttentionOptions options = {}) {
     const Shape q{1, q_heads, q_len, d}, k{1, kv_heads, 3000, d}, v{1, kv_heads, 3000, dv};
     return plan::plan_cuda(plan::validate_problem(q, k, v, DType::Float16, DType::Float16, DType::Float16, options),
-                           h200_mma())
+                           h200(), mma_at_any_rows())
         .vector;
   };
   EXPECT_EQ(shape_of(8, 1, 1, 64, 64).head_class, 64);
@@ -184,14 +196,15 @@ TEST(CudaPlan, HeadClassesAndRowTiles) {
 }
 
 TEST(CudaPlan, AnA100RingFitsItsSharedMemory) {
-  plan::CudaDeviceInfo a100 = h200_mma();
+  plan::CudaDeviceInfo a100 = h200();
   a100.sm_count = 108;
   a100.major = 8;
   a100.shared_per_block = 163 << 10;
   a100.shared_per_sm = 164 << 10;
   const Shape q{1, 32, 1, 128}, k{1, 8, 32768, 128};
   const plan::CudaRoute r =
-      plan::plan_cuda(plan::validate_problem(q, k, k, DType::BFloat16, DType::BFloat16, DType::BFloat16, {}), a100);
+      plan::plan_cuda(plan::validate_problem(q, k, k, DType::BFloat16, DType::BFloat16, DType::BFloat16, {}), a100,
+                      mma_at_any_rows());
   EXPECT_EQ(r.vector.ring_items, 4);
   EXPECT_EQ(r.vector.blocks_per_sm, 2);
   EXPECT_LE(r.vector.shared_bytes + 2048 + 1024, (164 << 10) / 2);
@@ -289,9 +302,13 @@ plan::CudaDeviceInfo h200_tma() {
 
 plan::CudaRoute plan_on(const plan::CudaDeviceInfo& device, std::int64_t batch, std::int64_t q_heads,
                         std::int64_t kv_heads, std::int64_t kv_len, std::int64_t head_dim, DType dtype,
-                        const plan::CudaVectorTuning& tuning = {}) {
+                        const plan::CudaVectorTuning& tuning = {},
+                        plan::CudaVectorKernel kernel = plan::CudaVectorKernel::Auto) {
   const Shape q{batch, q_heads, 1, head_dim}, k{batch, kv_heads, kv_len, head_dim};
-  return plan::plan_cuda(plan::validate_problem(q, k, k, dtype, dtype, dtype, {}), device, tuning);
+  plan::PlanOverrides overrides;
+  overrides.cuda_vector = kernel;
+  overrides.cuda_vector_tuning = tuning;
+  return plan::plan_cuda(plan::validate_problem(q, k, k, dtype, dtype, dtype, {}), device, overrides);
 }
 
 TEST(CudaPlan, TheTmaKernelServesHalvesOfClassSizesOnHopper) {
@@ -361,9 +378,11 @@ TEST(CudaPlan, TheTmaKernelSaysWhyItDoesNotServe) {
   plan::CudaDeviceInfo a100 = h200_tma();
   a100.major = 8;
   EXPECT_NE(why(plan_on(a100, 1, 16, 2, 4096, 128, DType::BFloat16)).find("9.0 only"), std::string::npos);
-  plan::CudaDeviceInfo before = h200_tma();
-  before.vector_no_tma = true;  // the choice before the TMA kernel: CUDA cores for 4 rows of many groups
-  EXPECT_EQ(plan_on(before, 16, 32, 8, 8192, 128, DType::BFloat16).plan.kernel_name, "heed_cuda_vector_bf16");
+  // The choice before the TMA kernel: CUDA cores for 4 rows of many groups.
+  const plan::CudaRoute before =
+      plan_on(h200_tma(), 16, 32, 8, 8192, 128, DType::BFloat16, {}, plan::CudaVectorKernel::CpAsync);
+  EXPECT_EQ(before.plan.kernel_name, "heed_cuda_vector_bf16");
+  EXPECT_NE(why(before).find("the caller's overrides ask for the cp.async kernels"), std::string::npos);
   // k rows that are not whole 16-byte chunks (a strided last dimension): the cp.async kernels.
   const Shape q{1, 16, 1, 128}, k{1, 2, 4096, 128};
   plan::Problem strided = plan::validate_problem(q, k, k, DType::BFloat16, DType::BFloat16, DType::BFloat16, {});
@@ -393,8 +412,13 @@ TEST(CudaPlan, IsPure) {
 TEST(CudaPlan, TuningOverridesPartitionsAndRing) {
   const Shape q{1, 32, 1, 128}, k{1, 8, 32768, 128};
   const plan::Problem p = plan::validate_problem(q, k, k, DType::BFloat16, DType::BFloat16, DType::BFloat16, {});
-  const plan::CudaRoute planned = plan::plan_cuda(p, h200_mma());
-  const plan::CudaRoute tuned = plan::plan_cuda(p, h200_mma(), {66, 3});
+  const auto tuned_by = [](const plan::CudaVectorTuning& tuning) {
+    plan::PlanOverrides overrides = mma_at_any_rows();
+    overrides.cuda_vector_tuning = tuning;
+    return overrides;
+  };
+  const plan::CudaRoute planned = plan::plan_cuda(p, h200(), mma_at_any_rows());
+  const plan::CudaRoute tuned = plan::plan_cuda(p, h200(), tuned_by({66, 3}));
   EXPECT_EQ(tuned.vector.partitions, 66);
   EXPECT_EQ(tuned.vector.keys_per_partition, 497);
   EXPECT_EQ(tuned.plan.scratch_bytes, 8u * 4 * 66 * 130 * 4);  // laid out for the tuned count
@@ -402,7 +426,7 @@ TEST(CudaPlan, TuningOverridesPartitionsAndRing) {
   EXPECT_EQ(tuned.vector.shared_bytes, 3 * 4 * 4096 + 2 * 4 * 512);
   EXPECT_LT(tuned.vector.shared_bytes, planned.vector.shared_bytes);
   // One partition: no merge, no scratch; a ring beyond the planned one is not granted.
-  const plan::CudaRoute single = plan::plan_cuda(p, h200_mma(), {1, 100});
+  const plan::CudaRoute single = plan::plan_cuda(p, h200(), tuned_by({1, 100}));
   EXPECT_EQ(std::get<route::Vector>(single.plan.kernel).passes, 1);
   EXPECT_EQ(single.plan.scratch_bytes, 0u);
   EXPECT_EQ(single.vector.ring_items, planned.vector.ring_items);
@@ -418,17 +442,26 @@ TEST(CudaPlan, TheCachedPlanIsThePlan) {
   // More problems than the cache holds, each asked twice, in and out of order.
   for (int round = 0; round < 2; ++round) {
     for (std::int64_t kv_len : {1000, 2000, 3000, 4000, 5000, 32768}) {
-      EXPECT_EQ(plan::plan_cuda_cached(problem(kv_len), h200_mma()).plan, plan::plan_cuda(problem(kv_len), h200_mma()).plan);
+      EXPECT_EQ(plan::plan_cuda_cached(problem(kv_len), h200(), mma_at_any_rows()).plan,
+                plan::plan_cuda(problem(kv_len), h200(), mma_at_any_rows()).plan);
     }
   }
-  const std::int64_t short_keys = plan::plan_cuda_cached(problem(1000), h200_mma()).vector.keys_per_partition;
-  const std::int64_t long_keys = plan::plan_cuda_cached(problem(32768), h200_mma()).vector.keys_per_partition;
+  const auto keys = [&](std::int64_t kv_len) {
+    return plan::plan_cuda_cached(problem(kv_len), h200(), mma_at_any_rows()).vector.keys_per_partition;
+  };
+  const std::int64_t short_keys = keys(1000), long_keys = keys(32768);
   EXPECT_EQ(short_keys, 67);  // 15 partitions of at least 64 keys
   EXPECT_EQ(long_keys, 993);
   // A problem whose planning throws leaves nothing behind; the next call throws again.
   for (int attempt = 0; attempt < 2; ++attempt) {
-    EXPECT_THROW((void)plan::plan_cuda_cached(problem(100000, 16), h200_mma()), Error);
+    EXPECT_THROW((void)plan::plan_cuda_cached(problem(100000, 16), h200(), mma_at_any_rows()), Error);
   }
+  // The overrides are part of the key: the same problem under HEED_CUDA_VECTOR=fma is another plan.
+  plan::PlanOverrides fma;
+  fma.cuda_vector = plan::CudaVectorKernel::Fma;
+  EXPECT_EQ(plan::plan_cuda_cached(problem(1000), h200(), mma_at_any_rows()).plan.kernel_name,
+            "heed_cuda_vector_mma_bf16");
+  EXPECT_EQ(plan::plan_cuda_cached(problem(1000), h200(), fma).plan.kernel_name, "heed_cuda_vector_bf16");
 }
 
 TEST(CudaPlan, WithoutADeviceEveryEntryPointIsUnsupported) {

@@ -13,6 +13,7 @@
 #include "heed/heed.hpp"
 #include "plan/cuda_plan.hpp"
 #include "plan/cuda_tables.hpp"
+#include "plan/overrides.hpp"
 #include "plan/problem.hpp"
 
 namespace heed {
@@ -101,10 +102,11 @@ TEST(CudaTiledPlan, LongPrefillScheduleHoldsA512MiBCap) {
     for (const bool mma : {false, true}) {
       plan::CudaDeviceInfo device = h200();
       device.wgmma_built = true;
-      if (mma) device.tiled_kernel = plan::CudaDeviceInfo::TiledKernel::Mma;
+      plan::PlanOverrides overrides;
+      if (mma) overrides.cuda_tiled = plan::CudaTiledKernel::Mma;
       plan::Problem p = problem(1, 16, 2, q_len, kv_len, 256, 256, DType::BFloat16);
       p.max_score_bytes = std::int64_t{512} << 20;
-      const plan::CudaRoute r = plan::plan_cuda(p, device);
+      const plan::CudaRoute r = plan::plan_cuda(p, device, overrides);
       ASSERT_TRUE(std::holds_alternative<route::Tiled>(r.plan.kernel)) << r.plan.explain();
       EXPECT_EQ(r.plan.kernel_name, mma ? "heed_cuda_tiled_bf16" : "heed_cuda_tiled_wgmma_bf16");
       EXPECT_LE(r.plan.max_intermediate_bytes, std::size_t{512} << 20);
@@ -253,8 +255,11 @@ plan::CudaDeviceInfo h200_wgmma() {
   return info;
 }
 
-plan::CudaRoute plan_prefill(const plan::Problem& p, const plan::CudaDeviceInfo& device) {
-  plan::CudaRoute r = plan::plan_cuda(p, device);
+plan::CudaRoute plan_prefill(const plan::Problem& p, const plan::CudaDeviceInfo& device,
+                             plan::CudaTiledKernel kernel = plan::CudaTiledKernel::Auto) {
+  plan::PlanOverrides overrides;
+  overrides.cuda_tiled = kernel;
+  plan::CudaRoute r = plan::plan_cuda(p, device, overrides);
   EXPECT_TRUE(std::holds_alternative<route::Tiled>(r.plan.kernel)) << r.plan.explain();
   return r;
 }
@@ -357,18 +362,19 @@ TEST(CudaTiledPlan, WgmmaFallsBackToMmaWithTheReason) {
   ampere.major = 8;
   expect_mma(plan_prefill(base, ampere), "compute capability 9.0 only (this device: 8.0)");
   expect_mma(plan_prefill(base, h200()), "no sm_90a code");
-  plan::CudaDeviceInfo forced = h200_wgmma();
-  forced.tiled_kernel = plan::CudaDeviceInfo::TiledKernel::Mma;
-  expect_mma(plan_prefill(base, forced), "HEED_CUDA_TILED=mma");
+  expect_mma(plan_prefill(base, h200_wgmma(), plan::CudaTiledKernel::Mma), "HEED_CUDA_TILED=mma");
   // D 32: the wgmma kernel's compiled 64 would multiply twice the columns of the mma.sync 32.
   const plan::CudaRoute d32 = plan_prefill(problem(1, 4, 2, 300, 300, 32, 32, DType::BFloat16), h200_wgmma());
   EXPECT_EQ(d32.plan.kernel_name, "heed_cuda_tiled_bf16");
   EXPECT_TRUE(mentions(d32.plan, "the wgmma kernel's compiled 64 multiplies 128 columns per (row, key), the mma.sync "
                                  "kernel's compiled 32 64: not under the 2x"))
       << d32.plan.explain();
-  plan::CudaDeviceInfo asked = h200_wgmma();
-  asked.tiled_kernel = plan::CudaDeviceInfo::TiledKernel::Wgmma;
-  EXPECT_TRUE(plan_prefill(problem(1, 4, 2, 300, 300, 32, 32, DType::BFloat16), asked).tiled.wgmma);
+  const plan::CudaRoute asked =
+      plan_prefill(problem(1, 4, 2, 300, 300, 32, 32, DType::BFloat16), h200_wgmma(), plan::CudaTiledKernel::Wgmma);
+  EXPECT_TRUE(asked.tiled.wgmma);
+  EXPECT_TRUE(mentions(asked.plan, "tiled kernel wgmma: compute capability 9.0 with sm_90a code "
+                                   "(HEED_CUDA_TILED=wgmma)"))
+      << asked.plan.explain();
   plan::Problem with_mask = base;
   with_mask.mask_kind = plan::MaskKind::Bool;
   expect_mma(plan_prefill(with_mask, h200_wgmma()), "array masks stay on the mma.sync kernel");
@@ -378,9 +384,7 @@ TEST(CudaTiledPlan, WgmmaFallsBackToMmaWithTheReason) {
   plan::Problem capped = base;
   capped.max_score_bytes = 128 * 64 * 4;  // the mma.sync tile fits, the wgmma one (128 x 176) not
   expect_mma(plan_prefill(capped, h200_wgmma()), "exceeds max_score_bytes");
-  plan::CudaDeviceInfo wanted = h200_wgmma();
-  wanted.tiled_kernel = plan::CudaDeviceInfo::TiledKernel::Wgmma;
-  expect_mma(plan_prefill(with_mask, wanted), "HEED_CUDA_TILED=wgmma not served");
+  expect_mma(plan_prefill(with_mask, h200_wgmma(), plan::CudaTiledKernel::Wgmma), "HEED_CUDA_TILED=wgmma not served");
 }
 
 TEST(CudaTiledPlan, CausalLaunchOrderFollowsTheScheduleModel) {
@@ -489,9 +493,9 @@ TEST(CudaHeadSizes, PrefillTakesTheTiledRouteOnAnH200AndAnA100) {
     }
   }
   // HEED_CUDA_TILED=mma on the H200: the mma.sync sizes there too.
-  plan::CudaDeviceInfo mma = h200_wgmma();
-  mma.tiled_kernel = plan::CudaDeviceInfo::TiledKernel::Mma;
-  const plan::CudaRoute d72 = plan::plan_cuda(problem(1, 8, 2, 300, 300, 72, 72, DType::BFloat16), mma);
+  plan::PlanOverrides mma;
+  mma.cuda_tiled = plan::CudaTiledKernel::Mma;
+  const plan::CudaRoute d72 = plan::plan_cuda(problem(1, 8, 2, 300, 300, 72, 72, DType::BFloat16), h200_wgmma(), mma);
   EXPECT_TRUE(mentions(d72.plan, "head size 72 runs on the compiled 80")) << d72.plan.explain();
 }
 
