@@ -29,6 +29,7 @@
 
 #include "call/validate.hpp"
 #include "cuda/runtime.hpp"
+#include "device/cuda_device.hpp"
 #include "heed/heed.hpp"
 #include "plan/cuda_plan.hpp"
 #include "plan/cuda_tables.hpp"
@@ -205,7 +206,7 @@ void time_variants(const char* name, const heed::TensorView& q, const heed::Tens
                    heed::TensorView& out, float scale, const heed::AttentionOptions& options, double bytes, int reps) {
   using namespace heed;
   const call::Call problem = call::validate_call(q, k, v, out, scale, options);
-  const plan::CudaDeviceInfo& device = cuda::device_info(q.device, "heed_cuda_bench");
+  const plan::CudaDeviceInfo& device = heed::device::cuda_device_info(q.device, "heed_cuda_bench");
   const plan::PlanOverrides& environment = plan::environment_overrides();
   const plan::CudaRoute planned = plan::plan_cuda(problem, device, environment);
   if (!std::holds_alternative<route::Vector>(planned.plan.kernel)) return;
@@ -255,7 +256,7 @@ void time_tiled_variants(const char* name, const heed::TensorView& q, const heed
   using namespace heed;
   using Kernel = plan::CudaTiledKernel;
   const call::Call problem = call::validate_call(q, k, v, out, scale, options);
-  const plan::CudaDeviceInfo& device = cuda::device_info(q.device, "heed_cuda_bench");
+  const plan::CudaDeviceInfo& device = heed::device::cuda_device_info(q.device, "heed_cuda_bench");
   // (name, kernel, pingpong flipped, kHopperConfigs entry or -1 for the plan's)
   struct TiledVariant {
     std::string name;
@@ -325,7 +326,7 @@ HeadSizeTiming time_head_size(std::int64_t batch, std::int64_t q_heads, std::int
   options.causal = causal;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const call::Call problem = call::validate_call(qv, kv, vv, ov, scale, options);
-  const plan::CudaRoute route = plan::plan_cuda(problem, cuda::device_info(gpu, "heed_cuda_bench"),
+  const plan::CudaRoute route = plan::plan_cuda(problem, heed::device::cuda_device_info(gpu, "heed_cuda_bench"),
                                                 plan::environment_overrides());
   HeadSizeTiming t;
   t.kernel = route.plan.kernel_name;

@@ -1,6 +1,6 @@
 // The top of the call: attention and plan_attention validate, ask the device's facts (discovered
-// once) and the environment's overrides, and hand both to the backend's planner, so that no
-// planner reads a device or the environment itself.
+// once, device/ and core/cpu_info) and the environment's overrides, and hand both to the
+// backend's planner, so that no planner reads a device or the environment itself.
 
 #include "heed/attention.hpp"
 
@@ -14,6 +14,7 @@
 #include "plan/planner.hpp"
 #if HEED_HAS_CUDA
 #include "cuda/runtime.hpp"
+#include "device/cuda_device.hpp"
 #include "plan/cuda_plan.hpp"
 #endif
 
@@ -25,7 +26,7 @@ AttentionPlan plan_on(const plan::Problem& problem, Device device) {
   const plan::PlanOverrides& overrides = plan::environment_overrides();
 #if HEED_HAS_CUDA
   if (device.type == DeviceType::CUDA) {
-    return plan::plan_cuda(problem, cuda::device_info(device, call::kOp), overrides).plan;
+    return plan::plan_cuda(problem, heed::device::cuda_device_info(device, call::kOp), overrides).plan;
   }
 #endif
   plan::require_backend(device);
@@ -51,7 +52,7 @@ void attention(const TensorView& q, const TensorView& k, const TensorView& v, Te
 #if HEED_HAS_CUDA
   if (q.device.type == DeviceType::CUDA) {
     const plan::CudaRoute& route =
-        plan::plan_cuda_cached(c, cuda::device_info(q.device, call::kOp), overrides);
+        plan::plan_cuda_cached(c, device::cuda_device_info(q.device, call::kOp), overrides);
     call::check_workspace(options, route.plan.scratch_bytes);
     if (c.empty_output()) return;
     // Only the CUDA runtime can tell device memory from host memory.

@@ -5,12 +5,12 @@
 #include <type_traits>
 #include <variant>
 
+#include "cuda/allocator.hpp"
 #include "cuda/check.hpp"
 #include "cuda/composed.hpp"
 #include "cuda/runtime.hpp"
 #include "cuda/tiled.hpp"
 #include "cuda/vector.hpp"
-#include "memory/cuda_allocator.hpp"
 
 namespace heed::cuda {
 
@@ -19,7 +19,7 @@ void run_attention(const Call& call, const AttentionOptions& options, const plan
   const int device = route.plan.device.index;
   DeviceGuard guard(device, call::kOp);
   const auto stream = static_cast<cudaStream_t>(stream_handle);
-  memory::CudaScratch scratch(device, route.plan.scratch_bytes, options.workspace, stream_handle, call::kOp);
+  Scratch scratch(device, route.plan.scratch_bytes, options.workspace, stream_handle, call::kOp);
   std::visit(
       [&](const auto& kernel) {
         using Kernel = std::decay_t<decltype(kernel)>;

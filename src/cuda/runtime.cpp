@@ -1,8 +1,6 @@
 #include "cuda/runtime.hpp"
 
 #include <array>
-#include <memory>
-#include <mutex>
 #include <utility>
 
 #include "core/format.hpp"
@@ -40,48 +38,6 @@ void check_blas(cublasStatus_t status, const char* op, const char* what) {
 }
 
 void check_launch(const char* op, const char* kernel) { check(cudaGetLastError(), op, kernel); }
-
-int device_count() {
-  static const int count = [] {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return 0;
-    }
-    return n;
-  }();
-  return count;
-}
-
-const plan::CudaDeviceInfo& device_info(Device device, const char* op) {
-  const int count = device_count();
-  if (device.type != DeviceType::CUDA || device.index < 0 || device.index >= count || device.index >= kMaxDevices) {
-    throw Error(ErrorKind::Unsupported,
-                count == 0 ? format("[{}] device {}: no CUDA device is present", op, device.to_string())
-                           : format("[{}] device {}: only {} CUDA device(s) present", op, device.to_string(), count));
-  }
-  static std::array<std::once_flag, kMaxDevices> once;
-  static std::array<plan::CudaDeviceInfo, kMaxDevices> infos;
-  const auto i = static_cast<std::size_t>(device.index);
-  std::call_once(once[i], [&] {
-    plan::CudaDeviceInfo info;
-    info.index = device.index;
-    cudaDeviceProp prop{};
-    check(cudaGetDeviceProperties(&prop, device.index), op, "cudaGetDeviceProperties");
-    info.sm_count = prop.multiProcessorCount;
-    info.major = prop.major;
-    info.minor = prop.minor;
-    info.shared_per_block = prop.sharedMemPerBlockOptin;
-    info.shared_per_sm = prop.sharedMemPerMultiprocessor;
-    info.reserved_shared_per_block = prop.reservedSharedMemPerBlock;
-    info.name = prop.name;
-#if defined(HEED_CUDA_SM90A)
-    info.wgmma_built = true;
-#endif
-    infos[i] = info;
-  });
-  return infos[i];
-}
 
 void check_device_pointer(const void* data, Device device, const char* name, const char* op) {
   if (data == nullptr) return;

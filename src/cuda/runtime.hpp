@@ -1,6 +1,6 @@
 #pragma once
-// The CUDA runtime as the host code sees it, without CUDA types: devices, their immutable
-// properties (read once per device) and the entry points of the CUDA backend.
+// The CUDA backend's entry points as the host code sees them, without CUDA types (the devices
+// and their facts are device/cuda_device.hpp's).
 
 #include "heed/device.hpp"
 #include "heed/options.hpp"
@@ -9,11 +9,6 @@
 #include "plan/cuda_plan.hpp"
 
 namespace heed::cuda {
-
-// Devices visible to this process; 0 when there is no driver or no device.
-int device_count();
-// Throws Unsupported "[op] device cuda:N: ..." when the device is absent.
-const plan::CudaDeviceInfo& device_info(Device device, const char* op);
 
 // Runs a validated call on the caller's stream (a cudaStream_t, null = the default stream).
 void run_attention(const call::Call& call, const AttentionOptions& options, const plan::CudaRoute& route,

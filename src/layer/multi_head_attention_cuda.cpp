@@ -16,13 +16,14 @@
 #include <string>
 
 #include "core/format.hpp"
+#include "cuda/allocator.hpp"
 #include "cuda/check.hpp"
 #include "cuda/launch.hpp"
 #include "cuda/layer_kernels.hpp"
 #include "cuda/runtime.hpp"
+#include "device/cuda_device.hpp"
 #include "heed/attention.hpp"
 #include "layer/layer_internal.hpp"
-#include "memory/cuda_allocator.hpp"
 
 namespace heed::layer {
 namespace {
@@ -84,7 +85,7 @@ void project(cublasHandle_t blas, DType dtype, const Rows& x, const TensorView& 
 
 void check_cuda_weights(const MultiHeadAttentionWeights& weights) {
   const Device device = weights.q_weight.device;
-  (void)cuda::device_info(device, kOp);  // Unsupported without the device
+  (void)heed::device::cuda_device_info(device, kOp);  // Unsupported without the device
   for (const auto& [view, name] : {std::pair{&weights.q_weight, "q_weight"}, {&weights.k_weight, "k_weight"},
                                    {&weights.v_weight, "v_weight"}, {&weights.out_weight, "out_weight"}}) {
     cuda::check_device_pointer(view->data, device, name, kOp);
@@ -117,7 +118,7 @@ void forward_cuda(const MultiHeadAttentionConfig& c, const MultiHeadAttentionWei
 
   cuda::DeviceGuard guard(device.index, kOp);
   const auto cuda_stream = static_cast<cudaStream_t>(stream.handle);
-  const memory::CudaScratch scratch(device.index, layout.plan.workspace_bytes, workspace, stream.handle, kOp);
+  const cuda::Scratch scratch(device.index, layout.plan.workspace_bytes, workspace, stream.handle, kOp);
   std::byte* base = scratch.data();
   void* q = layout.q.at<void>(base);
   void* k = layout.k.at<void>(base);

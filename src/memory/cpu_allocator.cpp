@@ -11,9 +11,6 @@
 #include "core/format.hpp"
 #include "heed/error.hpp"
 #include "heed/memory.hpp"
-#if HEED_HAS_CUDA
-#include "memory/cuda_allocator.hpp"
-#endif
 
 namespace heed {
 namespace {
@@ -42,29 +39,11 @@ void raise_peak(std::size_t active) {
 
 }  // namespace
 
-MemoryStats memory_stats(Device device) {
-#if HEED_HAS_CUDA
-  if (device.type == DeviceType::CUDA) return memory::cuda_memory_stats(device.index);
-#endif
-  if (device.type != DeviceType::CPU) {
-    throw Error(ErrorKind::Unsupported,
-                format("[heed::memory_stats] no allocator for device {} in this build", device.to_string()));
-  }
-  return {g_active.load(), g_peak.load()};
-}
-
-void reset_peak(Device device) {
-#if HEED_HAS_CUDA
-  if (device.type == DeviceType::CUDA) return memory::cuda_reset_peak(device.index);
-#endif
-  if (device.type != DeviceType::CPU) {
-    throw Error(ErrorKind::Unsupported,
-                format("[heed::reset_peak] no allocator for device {} in this build", device.to_string()));
-  }
-  g_peak.store(g_active.load());
-}
-
 namespace memory {
+
+MemoryStats cpu_memory_stats() { return {g_active.load(), g_peak.load()}; }
+
+void cpu_reset_peak() { g_peak.store(g_active.load()); }
 
 std::size_t rounded_size(std::size_t bytes) {
   return (bytes + kAllocationAlignment - 1) / kAllocationAlignment * kAllocationAlignment;

@@ -3,7 +3,13 @@
 
 #include <cstddef>
 
+#include "heed/memory.hpp"
+
 namespace heed::memory {
+
+// memory_stats and reset_peak of the CPU (src/devices.cpp wires them).
+MemoryStats cpu_memory_stats();
+void cpu_reset_peak();
 
 // Rounds up to kAllocationAlignment; the counted size of an allocation of `bytes`.
 std::size_t rounded_size(std::size_t bytes);

@@ -24,7 +24,7 @@
 namespace heed::test {
 namespace {
 
-constexpr std::size_t kPoolGranularity = 512;  // memory/cuda_allocator.hpp
+constexpr std::size_t kPoolGranularity = 512;  // cuda/allocator.hpp
 constexpr std::size_t kLargeScratch = std::size_t{8} << 20;
 const Device kGpu = Device::cuda(0);
 

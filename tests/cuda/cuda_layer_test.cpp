@@ -22,7 +22,7 @@
 namespace heed::test {
 namespace {
 
-constexpr std::size_t kPoolGranularity = 512;  // memory/cuda_allocator.hpp
+constexpr std::size_t kPoolGranularity = 512;  // cuda/allocator.hpp
 const Device kGpu = Device::cuda(0);
 constexpr DType f32 = DType::Float32;
 constexpr DType f16 = DType::Float16;

@@ -26,7 +26,7 @@ namespace {
 const Device kGpu = Device::cuda(0);
 constexpr std::int64_t kQHeads = 16, kKvHeads = 2, kDim = 256;
 constexpr std::int64_t kCap = std::int64_t{512} << 20;
-constexpr std::size_t kPoolGranularity = 512;  // memory/cuda_allocator.hpp
+constexpr std::size_t kPoolGranularity = 512;  // cuda/allocator.hpp
 constexpr int kSampledRows = 24;
 
 bool long_tier() {

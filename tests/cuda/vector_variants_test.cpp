@@ -14,6 +14,7 @@
 #include "cuda/device_tensor.hpp"
 #include "call/validate.hpp"
 #include "cuda/runtime.hpp"
+#include "device/cuda_device.hpp"
 #include "heed/heed.hpp"
 #include "plan/cuda_plan.hpp"
 #include "plan/overrides.hpp"
@@ -49,7 +50,7 @@ void check_tuned(const CaseSpec& spec, const plan::CudaVectorTuning& tuning) {
   plan::PlanOverrides overrides = plan::environment_overrides();
   overrides.cuda_vector_tuning = tuning;
   const plan::CudaRoute route =
-      plan::plan_cuda(call, cuda::device_info(gpu, "vector_variants_test"), overrides);
+      plan::plan_cuda(call, heed::device::cuda_device_info(gpu, "vector_variants_test"), overrides);
   SCOPED_TRACE(route.plan.to_json());
   ASSERT_TRUE(std::holds_alternative<route::Vector>(route.plan.kernel));
   if (tuning.partitions > 0) EXPECT_LE(route.vector.partitions, tuning.partitions);  // whole tiles on TMA

@@ -20,7 +20,7 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to PyTorch"),
 ]
 
-POOL_GRANULARITY = 512  # src/memory/cuda_allocator.hpp
+POOL_GRANULARITY = 512  # src/cuda/allocator.hpp
 
 CASES = [  # hidden, q_heads, kv_heads, head_dim, lengths (None: no mask), length
     (64, 4, 4, 16, [17, 5, 0], 17),

@@ -1,4 +1,4 @@
-#include "memory/cuda_allocator.hpp"
+#include "cuda/allocator.hpp"
 
 #include <cuda_runtime.h>
 
@@ -10,10 +10,10 @@
 
 #include "core/format.hpp"
 #include "cuda/check.hpp"
-#include "cuda/runtime.hpp"
+#include "device/cuda_device.hpp"
 #include "heed/error.hpp"
 
-namespace heed::memory {
+namespace heed::cuda {
 namespace {
 
 constexpr int kMaxDevices = 64;
@@ -31,7 +31,7 @@ std::array<DevicePool, kMaxDevices>& pools() {
 }
 
 DevicePool& pool_of(int device, const char* op) {
-  (void)cuda::device_info(Device::cuda(device), op);  // Unsupported without the device
+  (void)heed::device::cuda_device_info(Device::cuda(device), op);  // Unsupported without the device
   DevicePool& p = pools()[static_cast<std::size_t>(device)];
   std::call_once(p.once, [&] {
     cudaMemPoolProps props{};
@@ -39,10 +39,10 @@ DevicePool& pool_of(int device, const char* op) {
     props.handleTypes = cudaMemHandleTypeNone;
     props.location.type = cudaMemLocationTypeDevice;
     props.location.id = device;
-    cuda::check(cudaMemPoolCreate(&p.pool, &props), op, "cudaMemPoolCreate");
+    check(cudaMemPoolCreate(&p.pool, &props), op, "cudaMemPoolCreate");
     // Keep freed blocks cached: the pool returns memory to the device only when trimmed.
     std::uint64_t keep = std::numeric_limits<std::uint64_t>::max();
-    cuda::check(cudaMemPoolSetAttribute(p.pool, cudaMemPoolAttrReleaseThreshold, &keep), op,
+    check(cudaMemPoolSetAttribute(p.pool, cudaMemPoolAttrReleaseThreshold, &keep), op,
                 "cudaMemPoolSetAttribute");
   });
   return p;
@@ -56,22 +56,22 @@ void raise_peak(DevicePool& p, std::size_t active) {
 
 }  // namespace
 
-std::size_t cuda_rounded_size(std::size_t bytes) {
-  return (bytes + kCudaAllocationGranularity - 1) / kCudaAllocationGranularity * kCudaAllocationGranularity;
+std::size_t rounded_size(std::size_t bytes) {
+  return (bytes + kAllocationGranularity - 1) / kAllocationGranularity * kAllocationGranularity;
 }
 
-MemoryStats cuda_memory_stats(int device) {
+MemoryStats pool_stats(int device) {
   DevicePool& p = pool_of(device, "heed::memory_stats");
   return {p.active.load(), p.peak.load()};
 }
 
-void cuda_reset_peak(int device) {
+void reset_pool_peak(int device) {
   DevicePool& p = pool_of(device, "heed::reset_peak");
   p.peak.store(p.active.load());
 }
 
-CudaScratch::CudaScratch(int device, std::size_t bytes, void* workspace, void* stream, const char* op)
-    : device_(device), bytes_(cuda_rounded_size(bytes)), stream_(stream) {
+Scratch::Scratch(int device, std::size_t bytes, void* workspace, void* stream, const char* op)
+    : device_(device), bytes_(rounded_size(bytes)), stream_(stream) {
   if (bytes == 0) return;
   if (workspace != nullptr) {
     data_ = static_cast<std::byte*>(workspace);
@@ -98,10 +98,10 @@ CudaScratch::CudaScratch(int device, std::size_t bytes, void* workspace, void* s
   raise_peak(p, p.active.fetch_add(bytes_) + bytes_);
 }
 
-CudaScratch::~CudaScratch() {
+Scratch::~Scratch() {
   if (!owned_) return;
   (void)cudaFreeAsync(data_, static_cast<cudaStream_t>(stream_));
   pools()[static_cast<std::size_t>(device_)].active.fetch_sub(bytes_);
 }
 
-}  // namespace heed::memory
+}  // namespace heed::cuda

@@ -8,24 +8,25 @@
 #include "heed/device.hpp"
 #include "heed/memory.hpp"
 
-namespace heed::memory {
+namespace heed::cuda {
 
 // Allocations are counted in multiples of this (the pool's own rounding is finer or equal).
-inline constexpr std::size_t kCudaAllocationGranularity = 512;
-std::size_t cuda_rounded_size(std::size_t bytes);
+inline constexpr std::size_t kAllocationGranularity = 512;
+std::size_t rounded_size(std::size_t bytes);
 
-MemoryStats cuda_memory_stats(int device);
-void cuda_reset_peak(int device);
+// memory_stats and reset_peak of a CUDA device (src/devices.cpp wires them).
+MemoryStats pool_stats(int device);
+void reset_pool_peak(int device);
 
 // Scratch for one call on `stream`: the caller's workspace, or one counted allocation from
 // the device's pool (freed stream-ordered when the call's work is enqueued). Throws
 // OutOfMemory "[op] could not allocate N bytes of scratch on cuda:I" before any work.
-class CudaScratch {
+class Scratch {
  public:
-  CudaScratch(int device, std::size_t bytes, void* workspace, void* stream, const char* op);
-  ~CudaScratch();
-  CudaScratch(const CudaScratch&) = delete;
-  CudaScratch& operator=(const CudaScratch&) = delete;
+  Scratch(int device, std::size_t bytes, void* workspace, void* stream, const char* op);
+  ~Scratch();
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
   std::byte* data() const { return data_; }
 
  private:
@@ -36,4 +37,4 @@ class CudaScratch {
   bool owned_ = false;
 };
 
-}  // namespace heed::memory
+}  // namespace heed::cuda
