@@ -86,13 +86,14 @@ inline constexpr int kVectorMaxWaves = 8;
 // K and V items copied by TMA (lane 0 of each warp) into the per-warp ring, where per-lane
 // cp.async stalled near 3 TB/s. Served on a 9.0 device (sm_90a code) for float16 / bfloat16 where
 // D and Dv round up to a class below (vector_tma_head_class), rows are 16-byte chunks and k's and
-// v's strides are positive (what a tensor map describes). Cases: the four decode_* cases.
-inline constexpr int kVectorTmaHeadClasses[] = {64, 128, 256};
+// v's strides are positive (what a tensor map describes). Cases: the four decode_* cases; class
+// 192 (D 136-192, which class 256's last box would miss): heed_cuda_bench --head-sizes.
+inline constexpr int kVectorTmaHeadClasses[] = {64, 128, 192, 256};
 // A box of a K or V item: 64 columns (one 128-byte swizzle row) × 16 keys.
 inline constexpr int kVectorTmaBoxColumns = 64;
 // The TMA kernel's class for (D, Dv): the smallest that holds both, where both reach into its
 // last box, so that every box copied holds some of the call's columns (the maps read zeros past
-// them); 0 where none (D 136-192 on class 256: the cp.async kernel serves them).
+// them); 0 where none (a D far below Dv, say).
 constexpr int vector_tma_head_class(std::int64_t head_dim, std::int64_t value_dim) {
   for (int head_class : kVectorTmaHeadClasses) {
     if (head_dim <= head_class && value_dim <= head_class) {
@@ -121,7 +122,7 @@ constexpr bool vector_tma_wide_serves(int head_class, int row_tile) { return hea
 constexpr int vector_tma_blocks_per_sm(int head_class) { return head_class == 128 ? 4 : 2; }
 // Blocks per SM that the kernel's registers allow, by head class and row tile (8 or 16 rows):
 // nvcc 13.0 -Xptxas -v, sm_90a, bfloat16, without spills: 75 / 108 registers at class 64,
-// 106 / 143 at 128, 124 / 213 at 256, so 65536 / (128 threads × registers) blocks. The
+// 106 / 143 at 128, 109 / 182 at 192, 124 / 213 at 256, so 65536 / (128 threads × registers) blocks. The
 // kernel's __launch_bounds__ keeps it there; the planner sizes no more blocks than this.
 constexpr int vector_tma_register_blocks(int head_class, int row_tile) {
   if (head_class <= 64) return row_tile <= 8 ? 5 : 4;

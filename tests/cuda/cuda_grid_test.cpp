@@ -266,13 +266,13 @@ std::vector<CaseSpec> cuda_cases() {
       Make("gpu_decode_tma_bf16_d256_rows16_window_sinks", 1, 32, 2, 1, 7000, 256, 256, bf16).window(2500).sinks(bf16),
       // Head sizes that round up to a compiled class (loads past D read zeros): several
       // partitions (the partials hold Dv + 2 floats), masks and windows. TMA at 72 (class 128),
-      // 40 (64) and 200 (256); the cp.async kernel at 136 and 184 (class 256, whose last box would
-      // hold none of them); D != Dv.
+      // 40 (64), 136 and 184 (192) and 200 (256); D != Dv. The cp.async kernels' rounding:
+      // vector_variants_test.cpp.
       Make("gpu_decode_tma_bf16_d72_split", 2, 32, 4, 1, 5000, 72, 72, bf16),
       Make("gpu_decode_tma_f16_d40_keypad_split", 2, 16, 2, 1, 3000, 40, 40, f16).mask(MK::KeyPadding).masked_rows(),
       Make("gpu_decode_tma_bf16_d200_window_sinks", 1, 16, 2, 1, 6000, 200, 200, bf16).window(2000).sinks(bf16),
-      Make("gpu_mma_f16_d136_split", 1, 16, 2, 1, 4000, 136, 136, f16),
-      Make("gpu_mma_bf16_d184_rows16_causal", 1, 16, 1, 1, 2500, 184, 184, bf16).causal(),
+      Make("gpu_decode_tma_f16_d136_split", 1, 16, 2, 1, 4000, 136, 136, f16),
+      Make("gpu_decode_tma_bf16_d184_rows16_causal", 1, 16, 1, 1, 2500, 184, 184, bf16).causal(),
       Make("gpu_decode_tma_bf16_d120_dv104", 1, 16, 2, 1, 2000, 120, 104, bf16),
       Make("gpu_decode_f32_d72_split", 1, 8, 2, 1, 4000, 72, 72, f32),
       Make("gpu_composed_prefill_bf16", 2, 8, 2, 130, 300, 128, 128, bf16).causal(),

@@ -39,9 +39,10 @@ plan::CudaVectorTuning tuned(std::int64_t partitions, int ring_items, int blocks
   return tuning;
 }
 
-// Plans `spec` with `tuning` (beside the environment's overrides), runs it on device copies
-// (output poisoned) and compares.
-void check_tuned(const CaseSpec& spec, const plan::CudaVectorTuning& tuning) {
+// Plans `spec` with `tuning` (beside the environment's overrides; `kernel` where not Auto), runs
+// it on device copies (output poisoned) and compares.
+void check_tuned(const CaseSpec& spec, const plan::CudaVectorTuning& tuning,
+                 plan::CudaVectorKernel kernel = plan::CudaVectorKernel::Auto) {
   const auto problem = make_problem(spec);
   DeviceProblem device(*problem);
   const Device gpu = Device::cuda(0);
@@ -49,10 +50,13 @@ void check_tuned(const CaseSpec& spec, const plan::CudaVectorTuning& tuning) {
                                               problem->scale(), device.options);
   plan::PlanOverrides overrides = plan::environment_overrides();
   overrides.cuda_vector_tuning = tuning;
+  if (kernel != plan::CudaVectorKernel::Auto) overrides.cuda_vector = kernel;
   const plan::CudaRoute route =
       plan::plan_cuda(call, heed::device::cuda_device_info(gpu, "vector_variants_test"), overrides);
   SCOPED_TRACE(route.plan.to_json());
   ASSERT_TRUE(std::holds_alternative<route::Vector>(route.plan.kernel));
+  if (kernel != plan::CudaVectorKernel::Auto) EXPECT_FALSE(route.vector.tma);
+  if (kernel == plan::CudaVectorKernel::Fma) EXPECT_FALSE(route.vector.tensor_cores);
   if (tuning.partitions > 0) EXPECT_LE(route.vector.partitions, tuning.partitions);  // whole tiles on TMA
   // Wide blocks where asked and served (head class <= 128, at most 8 rows per block).
   if (tuning.warps > 0 && route.vector.tma) {
@@ -85,6 +89,26 @@ TEST(CudaVectorVariants, EveryRingAndBlockCountMatchesTheOracle) {
     for (const plan::CudaVectorTuning& tuning : tunings) {
       SCOPED_TRACE(spec.name);
       check_tuned(spec, tuning);
+    }
+  }
+}
+
+// The cp.async kernels (every device's decode but a 9.0 one's) on head sizes that round up to
+// a class: tensor cores from 8 rows (D 136 and 184 on class 256, 72 on 128, 40 on 64, D != Dv)
+// and the CUDA-core kernel, which reads D at run time.
+TEST(CudaVectorVariants, TheCpAsyncKernelsRoundHeadSizesUp) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device: the gpu tests need one";
+  const CaseSpec cases[] = {
+      Make("mma_f16_d136_split", 1, 16, 2, 1, 4000, 136, 136, f16),
+      Make("mma_bf16_d184_rows16_causal", 1, 16, 1, 1, 2500, 184, 184, bf16).causal(),
+      Make("mma_bf16_d72_window_sinks", 2, 32, 4, 1, 3000, 72, 72, bf16).window(1000).sinks(bf16),
+      Make("mma_f16_d40_keypad", 2, 16, 2, 1, 3000, 40, 40, f16).mask(MaskKind::KeyPadding).masked_rows(),
+      Make("mma_bf16_d120_dv104", 1, 16, 2, 1, 2000, 120, 104, bf16),
+  };
+  for (const CaseSpec& spec : cases) {
+    for (const plan::CudaVectorKernel kernel : {plan::CudaVectorKernel::CpAsync, plan::CudaVectorKernel::Fma}) {
+      SCOPED_TRACE(spec.name);
+      check_tuned(spec, {}, kernel);
     }
   }
 }

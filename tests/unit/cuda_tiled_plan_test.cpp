@@ -436,7 +436,7 @@ std::vector<HeadSize> head_sizes() {
                            : d <= 160 ? 160 : d <= 192 ? 192 : d <= 224 ? 224 : 256;
     const std::int64_t wgmma = d <= 64 ? 64 : d <= 128 ? 128 : d <= 192 ? 192 : 256;
     const std::int64_t vector_mma = d <= 64 ? 64 : d <= 128 ? 128 : 256;
-    const std::int64_t vector_tma = d <= 128 ? wgmma : d <= 192 ? 0 : 256;  // every box holds some of D
+    const std::int64_t vector_tma = wgmma;  // every box holds some of D
     sizes.push_back({d, mma, wgmma, vector_mma, vector_tma});
   }
   sizes.push_back({512, 512, 512, 512, 0});
