@@ -309,6 +309,7 @@ struct HeadSizeTiming {
   double ms = 0;
   std::string kernel;
   std::int64_t compiled = 0;
+  double cp_async_ms = -1;  // decode: the cp.async kernels' plan (the CpAsync override), where it differs
 };
 HeadSizeTiming time_head_size(std::int64_t batch, std::int64_t q_heads, std::int64_t kv_heads, std::int64_t q_len,
                               std::int64_t kv_len, std::int64_t head_dim, bool causal, int reps) {
@@ -340,6 +341,14 @@ HeadSizeTiming time_head_size(std::int64_t batch, std::int64_t q_heads, std::int
   const auto call = [&] { attention(qv, kv, vv, ov, scale, options); };
   const double first_ms = median_ms(call, 1, 1);
   t.ms = median_ms(call, 2, reps_within(first_ms, 500, reps));
+  if (route.vector.tma) {
+    plan::PlanOverrides overrides = plan::environment_overrides();
+    overrides.cuda_vector = plan::CudaVectorKernel::CpAsync;
+    const plan::CudaRoute cp_async =
+        plan::plan_cuda(problem, heed::device::cuda_device_info(gpu, "heed_cuda_bench"), overrides);
+    t.cp_async_ms = median_ms([&] { cuda::run_attention(problem, options, cp_async, nullptr); }, 2,
+                              reps_within(first_ms, 500, reps));
+  }
   for (void* pointer : {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(out)}) {
     ok(cudaFree(pointer), "free");
   }
@@ -368,10 +377,10 @@ void time_head_sizes(int reps) {
       const double bytes = decode ? 2.0 * 16 * (2 * 32 * d + 2.0 * 8 * 8192 * d) : 2.0 * 2 * 16 * 2048 * 4 * d;
       std::printf("{\"head_size\": %lld, \"mode\": \"%s\", \"compiled\": %lld, \"kernel\": \"%s\", "
                   "\"compiled_kernel\": \"%s\", \"ms\": %.5f, \"compiled_ms\": %.5f, \"tflops\": %.2f, "
-                  "\"tbytes\": %.4f, \"ratio\": %.3f}\n",
+                  "\"tbytes\": %.4f, \"ratio\": %.3f, \"cp_async_ms\": %.5f}\n",
                   static_cast<long long>(d), decode ? "decode" : "prefill", static_cast<long long>(own.compiled),
                   own.kernel.c_str(), compiled.kernel.c_str(), own.ms, compiled.ms, flops / (own.ms * 1e-3) / 1e12,
-                  bytes / (own.ms * 1e-3) / 1e12, compiled.ms / own.ms);
+                  bytes / (own.ms * 1e-3) / 1e12, compiled.ms / own.ms, own.cp_async_ms);
       std::fflush(stdout);
     }
   }

@@ -36,7 +36,10 @@ def main():
                 cells.append(f"{'-':>8} {'-':24} {'-':>8} {'-':>6}" if mode == "prefill" else f"{'-':>8} {'-':24} {'-':>6} {'-':>6}")
                 continue
             width = 8 if mode == "prefill" else 6
-            cells.append(f"{r['compiled']:>8} {r['kernel']:24} {r[rate]:>{width}.2f} {r['ratio']:>6.2f}")
+            cell = f"{r['compiled']:>8} {r['kernel']:24} {r[rate]:>{width}.2f} {r['ratio']:>6.2f}"
+            if r.get("cp_async_ms", -1) > 0:  # decode on TMA: the cp.async kernels' time / the plan's
+                cell += f" cp.async {r['cp_async_ms'] / r['ms']:.2f}x"
+            cells.append(cell)
             if mode not in worst or r["ratio"] < worst[mode][1]:
                 worst[mode] = (d, r["ratio"])
         print(f"{d:>4} | {cells[0]} | {cells[1]}")
