@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "cuda/params.hpp"
+#include "cuda/ptx.cuh"
 #include "score/score.hpp"
 
 namespace heed::cuda {
@@ -72,11 +73,7 @@ __device__ __forceinline__ float chunk_element(const uint4& raw, int e) {
 // 2^x on the special-function unit (ex2.approx: relative error 2^-22), for the score header's
 // transforms.
 struct Exp2Approx {
-  __device__ __forceinline__ float operator()(float x) const {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-  }
+  __device__ __forceinline__ float operator()(float x) const { return ptx::ex2_approx(x); }
 };
 
 // tanh on the special-function unit (tanh.approx.f32: relative error about 2^-11, NaN kept,
@@ -84,11 +81,7 @@ struct Exp2Approx {
 // weights are rounded to 8 bits anyway (FlashAttention's choice for every 16-bit type); float16
 // and float32 keep the exp2 form, whose error is within their tolerance (docs/decisions.md).
 struct TanhApprox {
-  __device__ __forceinline__ float operator()(float x) const {
-    float y;
-    asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-  }
+  __device__ __forceinline__ float operator()(float x) const { return ptx::tanh_approx(x); }
 };
 template <typename T>
 using KernelTanh = std::conditional_t<std::is_same_v<T, __nv_bfloat16>, TanhApprox, score::TanhByExp2<Exp2Approx>>;

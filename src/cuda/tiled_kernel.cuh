@@ -19,6 +19,7 @@
 #include "cuda/check.hpp"
 #include "cuda/launch.hpp"
 #include "cuda/common.cuh"
+#include "cuda/ptx.cuh"
 #include "cuda/tiled.hpp"
 #include "cuda/tiled_layout.hpp"
 #include "plan/cuda_tables.hpp"
@@ -54,45 +55,12 @@ struct Traits {
   static_assert(kStages >= 2, "the ring overlaps one tile's copies with another's compute");
 };
 
-__device__ __forceinline__ unsigned shared_address(const void* pointer) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(pointer));
-}
-
-// 16 bytes global -> shared, asynchronously; `valid` false writes zeros and reads nothing.
-__device__ __forceinline__ void copy_async(unsigned shared, const void* global, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared), "l"(global), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int kPending>
-__device__ __forceinline__ void wait_async() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
-__device__ __forceinline__ void load_matrix(unsigned address, std::uint32_t (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
-}
-__device__ __forceinline__ void load_matrix_transposed(unsigned address, std::uint32_t (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
-}
+using ptx::shared_address;
 
 // c += a (16×16, row-major fragments) · b (16×8, column-major fragments), float32 accumulators.
 template <typename T>
 __device__ __forceinline__ void mma(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
-  if constexpr (std::is_same_v<T, __half>) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
+  ptx::mma_m16n8k16<T>(c, a[0], a[1], a[2], a[3], b0, b1);
 }
 
 // Two floats as one register of T pairs, `low` in the low half (the lower column).
@@ -105,13 +73,6 @@ __device__ __forceinline__ std::uint32_t pack(float low, float high) {
     const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
     return *reinterpret_cast<const std::uint32_t*>(&pair);
   }
-}
-
-// 2^x (ex2.approx: relative error about 2^-22; 2^-inf = 0).
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
 }
 
 // The row statistics a lane's two rows share with the other three lanes of their quad.
@@ -306,9 +267,9 @@ __global__ void __launch_bounds__(Traits<D, Dv, kKeyBlockM, kKeyBlockN>::kThread
         source += (kv_head * group + row % group) * a.q_strides.s[1] + std::int64_t(row / group) * a.q_strides.s[2] +
                   8 * c;
       }
-      copy_async(shared_address(q_tile + KLayout::at(r, c)), source, valid);
+      ptx::cp_async_16_or_zero(shared_address(q_tile + KLayout::at(r, c)), source, valid);
     }
-    commit_async();
+    ptx::cp_async_commit();
   }
 
   const T* k_head = static_cast<const T*>(a.k) + b * a.k_strides.s[0] + kv_head * a.k_strides.s[1];
@@ -326,8 +287,8 @@ __global__ void __launch_bounds__(Traits<D, Dv, kKeyBlockM, kKeyBlockN>::kThread
       if (kKChunks % Tr::kThreads == 0 || index < kKChunks) {
         const int r = index / Tr::kChunksK, c = index % Tr::kChunksK;
         const bool valid = n0 + r < kv_len && 8 * c < head_dim;
-        copy_async(shared_address(k_tile + KLayout::at(r, c)),
-                   k_head + (valid ? (n0 + r) * a.k_strides.s[2] + 8 * c : 0), valid);
+        ptx::cp_async_16_or_zero(shared_address(k_tile + KLayout::at(r, c)),
+                                 k_head + (valid ? (n0 + r) * a.k_strides.s[2] + 8 * c : 0), valid);
       }
     }
 #pragma unroll
@@ -336,8 +297,8 @@ __global__ void __launch_bounds__(Traits<D, Dv, kKeyBlockM, kKeyBlockN>::kThread
       if (kVChunks % Tr::kThreads == 0 || index < kVChunks) {
         const int r = index / Tr::kChunksV, c = index % Tr::kChunksV;
         const bool valid = n0 + r < kv_len && 8 * c < part_columns;
-        copy_async(shared_address(v_tile + VLayout::at(r, c)),
-                   v_head + (valid ? (n0 + r) * a.v_strides.s[2] + 8 * c : 0), valid);
+        ptx::cp_async_16_or_zero(shared_address(v_tile + VLayout::at(r, c)),
+                                 v_head + (valid ? (n0 + r) * a.v_strides.s[2] + 8 * c : 0), valid);
       }
     }
   };
@@ -347,7 +308,7 @@ __global__ void __launch_bounds__(Traits<D, Dv, kKeyBlockM, kKeyBlockN>::kThread
 #pragma unroll
   for (int stage = 0; stage < kStages - 1; ++stage) {
     if (stage < n_tiles) load_tile(tile_first + stage, stage);
-    commit_async();
+    ptx::cp_async_commit();
   }
 
   // ldmatrix addresses (tiled_layout.hpp): this warp's Q rows, K rows and V rows (transposed).
@@ -359,10 +320,10 @@ __global__ void __launch_bounds__(Traits<D, Dv, kKeyBlockM, kKeyBlockN>::kThread
 
   std::uint32_t q_fragments[Tr::kQInRegisters ? D / 16 : 1][4];
   if constexpr (Tr::kQInRegisters) {
-    wait_async<kStages - 1>();  // this lane's Q copies (older than the ring's)
-    __syncwarp();               // and its warp's
+    ptx::cp_async_wait<kStages - 1>();  // this lane's Q copies (older than the ring's)
+    __syncwarp();                       // and its warp's
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) load_matrix(q_address.at(0, 2 * kk), q_fragments[kk]);
+    for (int kk = 0; kk < D / 16; ++kk) ptx::ldmatrix_x4(q_address.at(0, 2 * kk), q_fragments[kk]);
   }
 
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
@@ -373,10 +334,10 @@ __global__ void __launch_bounds__(Traits<D, Dv, kKeyBlockM, kKeyBlockN>::kThread
     for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
 
   for (int step = 0; step < n_tiles; ++step) {
-    wait_async<kStages - 2>();  // this thread's copies of tile `step`
-    __syncthreads();            // everyone's; and every warp is done with the stage refilled next
+    ptx::cp_async_wait<kStages - 2>();  // this thread's copies of tile `step`
+    __syncthreads();                    // everyone's; and every warp is done with the stage refilled next
     if (step + kStages - 1 < n_tiles) load_tile(tile_first + step + kStages - 1, (step + kStages - 1) % kStages);
-    commit_async();
+    ptx::cp_async_commit();
     const unsigned stage_bytes = 16u * static_cast<unsigned>((step % kStages) * Tr::kStage);
 
     // S = Q·Kᵀ for this warp's 16 rows and the tile's keys.
@@ -392,12 +353,12 @@ __global__ void __launch_bounds__(Traits<D, Dv, kKeyBlockM, kKeyBlockN>::kThread
 #pragma unroll
         for (int x = 0; x < 4; ++x) qa[x] = q_fragments[kk][x];
       } else {
-        load_matrix(q_address.at(0, 2 * kk), qa);
+        ptx::ldmatrix_x4(q_address.at(0, 2 * kk), qa);
       }
 #pragma unroll
       for (int p = 0; p < kBlockN / 16; ++p) {
         std::uint32_t kb[4];
-        load_matrix(k_address.at(16 * p, 2 * kk) + stage_bytes, kb);
+        ptx::ldmatrix_x4(k_address.at(16 * p, 2 * kk) + stage_bytes, kb);
         mma<T>(s[2 * p], qa, kb[0], kb[1]);
         mma<T>(s[2 * p + 1], qa, kb[2], kb[3]);
       }
@@ -449,14 +410,14 @@ __global__ void __launch_bounds__(Traits<D, Dv, kKeyBlockM, kKeyBlockN>::kThread
     for (int half = 0; half < 2; ++half) {
       const float new_max = fmaxf(row_max[half], quad_max(tile_max[half]));
       frame[half] = new_max == -INFINITY ? 0.0f : new_max;
-      rescale[half] = exp2_approx(row_max[half] - frame[half]);
+      rescale[half] = ptx::ex2_approx(row_max[half] - frame[half]);
       row_max[half] = new_max;
     }
 #pragma unroll
     for (int j = 0; j < kNTiles; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        s[j][e] = exp2_approx(s[j][e] - frame[e >> 1]);
+        s[j][e] = ptx::ex2_approx(s[j][e] - frame[e >> 1]);
         tile_sum[e >> 1] += s[j][e];
       }
 #pragma unroll
@@ -475,13 +436,13 @@ __global__ void __launch_bounds__(Traits<D, Dv, kKeyBlockM, kKeyBlockN>::kThread
 #pragma unroll
       for (int p = 0; p < Dv / 16; ++p) {
         std::uint32_t vb[4];
-        load_matrix_transposed(v_address.at(16 * kk, 2 * p) + stage_bytes, vb);
+        ptx::ldmatrix_x4_trans(v_address.at(16 * kk, 2 * p) + stage_bytes, vb);
         mma<T>(o[2 * p], pa, vb[0], vb[1]);
         mma<T>(o[2 * p + 1], pa, vb[2], vb[3]);
       }
     }
   }
-  wait_async<0>();
+  ptx::cp_async_wait<0>();
 
   // out = O / (sum + 2^sink), in the frame of the row's maximum; rows that saw no key are zeros.
   float factor[2];

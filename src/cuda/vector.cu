@@ -13,6 +13,7 @@
 #include "cuda/check.hpp"
 #include "cuda/common.cuh"
 #include "cuda/launch.hpp"
+#include "cuda/ptx.cuh"
 #include "cuda/vector.hpp"
 #include "cuda/vector_common.cuh"
 #include "cuda/vector_mma.hpp"
@@ -79,8 +80,8 @@ __device__ __forceinline__ void issue_step(const VectorArgs& a, uint4* ring, int
 #pragma unroll
     for (int c = 0; c < C; ++c) {
       if (a.wide_loads) {
-        copy_async_16(ring_slot<U, C>(ring, stage, u, c, 0), k_row + k_off[c]);
-        copy_async_16(ring_slot<U, C>(ring, stage, u, c, 1), v_row + v_off[c]);
+        ptx::cp_async_16(ptx::shared_address(ring_slot<U, C>(ring, stage, u, c, 0)), k_row + k_off[c]);
+        ptx::cp_async_16(ptx::shared_address(ring_slot<U, C>(ring, stage, u, c, 1)), v_row + v_off[c]);
       } else {
         const std::int64_t d0 = std::int64_t(c * L + sub) * E;
         *ring_slot<U, C>(ring, stage, u, c, 0) = load_chunk(k_row, a.k_strides.s[3], d0, a.head_dim, false);
@@ -88,7 +89,7 @@ __device__ __forceinline__ void issue_step(const VectorArgs& a, uint4* ring, int
       }
     }
   }
-  commit_async();
+  ptx::cp_async_commit();
 }
 
 // The wide path of issue_step with its addresses carried from step to step: `k_lane[c]` points
@@ -107,11 +108,11 @@ __device__ __forceinline__ void issue_step_wide(unsigned ring_stage, const char*
 #pragma unroll
     for (int c = 0; c < C; ++c) {
       const unsigned slot = ring_stage + static_cast<unsigned>((u * C + c) * 2) * kSlot;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(slot), "l"(k_lane[c] + row * k_row_bytes));
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(slot + kSlot), "l"(v_lane[c] + row * v_row_bytes));
+      ptx::cp_async_16(slot, k_lane[c] + row * k_row_bytes);
+      ptx::cp_async_16(slot + kSlot, v_lane[c] + row * v_row_bytes);
     }
   }
-  commit_async();
+  ptx::cp_async_commit();
 }
 
 // Scores of one step's keys for the tile's rows, masks, then the online softmax into (m, l, acc).
@@ -266,14 +267,14 @@ __device__ __forceinline__ void compute_step_owned(const VectorArgs& a, const Ow
   for (int r = 0; r < R; ++r) {
     const float step_max = __shfl_sync(0xffffffffu, row_max, group_base + r * U * stride);
     const float m_new = fmaxf(m[r], step_max);
-    alpha[r] = m_new == -INFINITY ? 1.0f : fast_exp2(m[r] - m_new);
+    alpha[r] = m_new == -INFINITY ? 1.0f : ptx::ex2_approx(m[r] - m_new);
     m[r] = m_new;
     if (r == own_row) {
       m_own = m_new;
       alpha_own = alpha[r];
     }
   }
-  const float p = fast_exp2(score - score::exp_offset(m_own));
+  const float p = ptx::ex2_approx(score - score::exp_offset(m_own));
   l_own = l_own * alpha_own + p;
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -325,9 +326,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
   __shared__ float warp_m[kWarps][R], warp_l[kWarps][R];
   auto warp_acc = reinterpret_cast<float(*)[R][kRowFloats]>(ring);  // [kWarps][R][kRowFloats], after the keys
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // the merge may launch now
-#endif
+  ptx::griddepcontrol_launch_dependents();  // the merge may launch now
   const Call& g = a;
   const int L = a.lanes_per_key;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -421,7 +420,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
   }
   const std::int64_t k_step_bytes = step * k_row_bytes, v_step_bytes = step * v_row_bytes;
   constexpr unsigned kStageBytes = U * C * 2 * kThreads * 16;
-  const auto ring_lane = static_cast<unsigned>(__cvta_generic_to_shared(ring + threadIdx.x));
+  const auto ring_lane = ptx::shared_address(ring + threadIdx.x);
   const int step_count = static_cast<int>(steps);
   std::int64_t issue_j0 = key_begin + group_offset;  // this key group's first key of the next issued step
   const auto issue = [&](int stage) {
@@ -443,13 +442,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
     if (i < step_count) {
       issue(i);
     } else {
-      commit_async();
+      ptx::cp_async_commit();
     }
   }
   int read_stage = 0, write_stage = kStages - 1;
   std::int64_t j0 = key_begin + group_offset;
   for (int i = 0; i < step_count; ++i) {
-    wait_async<kStages - 2>();
+    ptx::cp_async_wait<kStages - 2>();
     uint4 k_raw[U][C], v_raw[U][C];
     const uint4* slots = ring + read_stage * (kStageBytes / 16) + threadIdx.x;
 #pragma unroll
@@ -462,7 +461,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
     if (i + kStages - 1 < step_count) {
       issue(write_stage);
     } else {
-      commit_async();
+      ptx::cp_async_commit();
     }
     read_stage = read_stage == kStages - 1 ? 0 : read_stage + 1;
     write_stage = write_stage == kStages - 1 ? 0 : write_stage + 1;
@@ -474,7 +473,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
     }
     j0 += step;
   }
-  wait_async<0>();
+  ptx::cp_async_wait<0>();
   if (R > 1 || owned) gather_row_sums<R, U>(l_own, L, lane, l);
 
   merge_key_groups<C, R, E>(m, l, acc, L);
@@ -531,10 +530,8 @@ template <typename T>
 __global__ void __launch_bounds__(kMergeThreads) vector_merge_kernel(const VectorArgs a) {
   __shared__ float warp_m[kMergeWarps], warp_l[kMergeWarps];
   __shared__ float warp_o[kMergeWarps][kMergeColumns];
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Launched programmatically dependent on pass 1: its partials are complete and visible after this.
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
+  ptx::griddepcontrol_wait();
   const Call& g = a;
   const std::int64_t dv = g.value_dim, parts = a.partitions;
   const std::int64_t column_blocks = (dv + kMergeColumns - 1) / kMergeColumns;

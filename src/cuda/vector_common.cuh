@@ -1,11 +1,12 @@
 #pragma once
 // What the vector (decode) kernels share: a query row's geometry, the final write of a row
-// (sinks, fully masked rows), asynchronous 16-byte copies into shared memory, the fast exp2.
+// (sinks, fully masked rows); their PTX is cuda/ptx.cuh's.
 
 #include <cstdint>
 
 #include "cuda/common.cuh"
 #include "cuda/params.hpp"
+#include "cuda/ptx.cuh"
 
 namespace heed::cuda {
 
@@ -58,27 +59,6 @@ __device__ __forceinline__ void store_block_row(const VectorArgs& a, std::int64_
     slot[1] = l;
   }
   slot[2 + d] = o;
-}
-
-__device__ __forceinline__ void copy_async_16(uint4* shared, const void* global) {
-  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(global) : "memory");
-}
-// 16 bytes from `global` into shared memory, or 16 zero bytes (nothing read) when !valid.
-__device__ __forceinline__ void copy_async_16_or_zero(unsigned shared, const void* global, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared), "l"(global), "r"(valid ? 16 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int Pending>
-__device__ __forceinline__ void wait_async() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
-}
-
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
 }
 
 }  // namespace heed::cuda

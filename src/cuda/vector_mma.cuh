@@ -29,6 +29,7 @@
 #include "core/format.hpp"
 #include "cuda/check.hpp"
 #include "cuda/launch.hpp"
+#include "cuda/ptx.cuh"
 #include "cuda/vector_common.cuh"
 #include "heed/error.hpp"
 #include "plan/cuda_plan.hpp"
@@ -50,30 +51,6 @@ struct StaticShared {
   float warp_l[kWarps][kMaxRows];
 };
 static_assert(sizeof(StaticShared) <= plan::cuda::kVectorMmaStaticSharedBytes);
-
-// c += a · b, m16n8k16, row-major A, column-major B, float32 accumulators.
-template <typename T>
-__device__ __forceinline__ void mma(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
-                                    unsigned b1) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  } else {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  }
-}
-
-// The 8 × 8 16-bit matrix whose row gid, columns 2tq and 2tq + 1 this lane holds, transposed.
-__device__ __forceinline__ unsigned transpose_8x8(unsigned x) {
-  unsigned y;
-  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
-  return y;
-}
 
 // Two floats as one register of 16-bit values, `low` in the low half.
 template <typename T>
@@ -100,17 +77,17 @@ __device__ __forceinline__ unsigned word(const uint4& v, int u) {
 __device__ __forceinline__ void wait_pending(int pending) {
   static_assert(plan::cuda::kVectorMmaMaxRingItems == 12, "one case per pending count");
   switch (pending) {
-    case 0: wait_async<0>(); break;
-    case 1: wait_async<1>(); break;
-    case 2: wait_async<2>(); break;
-    case 3: wait_async<3>(); break;
-    case 4: wait_async<4>(); break;
-    case 5: wait_async<5>(); break;
-    case 6: wait_async<6>(); break;
-    case 7: wait_async<7>(); break;
-    case 8: wait_async<8>(); break;
-    case 9: wait_async<9>(); break;
-    default: wait_async<10>(); break;
+    case 0: ptx::cp_async_wait<0>(); break;
+    case 1: ptx::cp_async_wait<1>(); break;
+    case 2: ptx::cp_async_wait<2>(); break;
+    case 3: ptx::cp_async_wait<3>(); break;
+    case 4: ptx::cp_async_wait<4>(); break;
+    case 5: ptx::cp_async_wait<5>(); break;
+    case 6: ptx::cp_async_wait<6>(); break;
+    case 7: ptx::cp_async_wait<7>(); break;
+    case 8: ptx::cp_async_wait<8>(); break;
+    case 9: ptx::cp_async_wait<9>(); break;
+    default: ptx::cp_async_wait<10>(); break;
   }
 }
 
@@ -128,11 +105,6 @@ struct Copies {
   const char* v_lane;
 };
 
-// One 16-byte copy, global -> shared, asynchronously.
-__device__ __forceinline__ void copy_async_16(unsigned shared, const char* global) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared), "l"(global) : "memory");
-}
-
 // The element path of issue_item (rows not 16-byte aligned or not contiguous): each chunk read
 // element by element and stored at once, zeros past the keys and the head size. Out of line:
 // rare, and large once inlined.
@@ -149,9 +121,7 @@ __device__ __noinline__ void store_item_elements(unsigned base, const T* rows, s
       const unsigned dst = base + (values ? 4 * step + kk : 2 * step + kk) * kChunkBytes;
       const uint4 value = key < keys ? load_chunk(rows + key * row_stride, stride, std::int64_t{chunk} * E, dim, false)
                                      : make_uint4(0, 0, 0, 0);
-      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(value.x), "r"(value.y),
-                   "r"(value.z), "r"(value.w)
-                   : "memory");
+      ptx::st_shared_v4(dst, value);
     }
   }
 }
@@ -176,7 +146,7 @@ __device__ __forceinline__ void issue_item(const VectorArgs& a, const Copies& st
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
 #pragma unroll
-        for (int p = 0; p < KC; ++p) copy_async_16(base + (2 * p + h) * kChunkBytes, row + h * eight_rows + 64 * p);
+        for (int p = 0; p < KC; ++p) ptx::cp_async_16(base + (2 * p + h) * kChunkBytes, row + h * eight_rows + 64 * p);
       }
     } else {
       const char* row = st.v_lane + key0 * st.v_row_bytes;  // keys 2tq, 2tq + 1, 2tq + 8, 2tq + 9
@@ -185,10 +155,10 @@ __device__ __forceinline__ void issue_item(const VectorArgs& a, const Copies& st
       for (int kk = 0; kk < 4; ++kk) {
         const char* key_row = row + (kk & 1) * next + (kk >> 1) * eight_rows;
 #pragma unroll
-        for (int j = 0; j < VC; ++j) copy_async_16(base + (4 * j + kk) * kChunkBytes, key_row + 128 * j);
+        for (int j = 0; j < VC; ++j) ptx::cp_async_16(base + (4 * j + kk) * kChunkBytes, key_row + 128 * j);
       }
     }
-    commit_async();
+    ptx::cp_async_commit();
     return;
   }
   if (!a.wide_loads) {
@@ -209,7 +179,7 @@ __device__ __forceinline__ void issue_item(const VectorArgs& a, const Copies& st
         if (p >= a.k_steps) break;
         const int chunk = 4 * p + tq;
         const bool ok = key < st.keys && chunk * E < a.head_dim;
-        copy_async_16_or_zero(base + (2 * p + h) * kChunkBytes, ok ? row + chunk * 16 : st.k_rows, ok);
+        ptx::cp_async_16_or_zero(base + (2 * p + h) * kChunkBytes, ok ? row + chunk * 16 : st.k_rows, ok);
       }
     }
   } else {
@@ -222,20 +192,11 @@ __device__ __forceinline__ void issue_item(const VectorArgs& a, const Copies& st
         if (j >= a.v_steps) break;
         const int chunk = 8 * j + gid;
         const bool ok = key < st.keys && chunk * E < a.value_dim;
-        copy_async_16_or_zero(base + (4 * j + kk) * kChunkBytes, ok ? row + chunk * 16 : st.v_rows, ok);
+        ptx::cp_async_16_or_zero(base + (4 * j + kk) * kChunkBytes, ok ? row + chunk * 16 : st.v_rows, ok);
       }
     }
   }
-  commit_async();
-}
-
-__device__ __forceinline__ uint4 load_shared(unsigned address) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(address)
-               : "memory");
-  return v;
+  ptx::cp_async_commit();
 }
 
 // The online-softmax state of this lane's rows (nt·8 + 2tq + e) and its share of Oᵀ (the TMA
@@ -384,9 +345,9 @@ __device__ __forceinline__ void softmax_item(const VectorArgs& a, const RowInfo*
       step_max = fmaxf(step_max, __shfl_xor_sync(0xffffffffu, step_max, 16));
       const float m_new = fmaxf(acc.m[nt][e], step_max);
       const float offset = score::exp_offset(m_new);
-      alpha[e] = m_new == -INFINITY ? 1.0f : fast_exp2(acc.m[nt][e] - m_new);
-      p_a[e] = fast_exp2(score_a - offset);
-      p_b[e] = fast_exp2(score_b - offset);
+      alpha[e] = m_new == -INFINITY ? 1.0f : ptx::ex2_approx(acc.m[nt][e] - m_new);
+      p_a[e] = ptx::ex2_approx(score_a - offset);
+      p_b[e] = ptx::ex2_approx(score_b - offset);
       acc.l[nt][e] = acc.l[nt][e] * alpha[e] + p_a[e] + p_b[e];
       acc.m[nt][e] = m_new;
     }
@@ -399,8 +360,8 @@ __device__ __forceinline__ void softmax_item(const VectorArgs& a, const RowInfo*
     }
     // Sᵀ's fragment (key gid / gid + 8, rows 2tq, 2tq + 1) transposed into Pᵀ's B operand
     // (keys 2tq, 2tq + 1 / 2tq + 8, 2tq + 9, row gid).
-    acc.p[nt][0] = transpose_8x8(pack<T>(p_a[0], p_a[1]));
-    acc.p[nt][1] = transpose_8x8(pack<T>(p_b[0], p_b[1]));
+    acc.p[nt][0] = ptx::movmatrix_trans(pack<T>(p_a[0], p_a[1]));
+    acc.p[nt][1] = ptx::movmatrix_trans(pack<T>(p_b[0], p_b[1]));
   }
 }
 
@@ -419,14 +380,14 @@ __device__ __forceinline__ void consume_keys(const VectorArgs& a, const StaticSh
 #pragma unroll
   for (int p = 0; p < KC; ++p) {
     if (!kFast && p >= a.k_steps) break;
-    const uint4 k_low = load_shared(slot_base + (2 * p) * kChunkBytes);       // key gid
-    const uint4 k_high = load_shared(slot_base + (2 * p + 1) * kChunkBytes);  // key gid + 8
+    const uint4 k_low = ptx::ld_shared_v4(slot_base + (2 * p) * kChunkBytes);       // key gid
+    const uint4 k_high = ptx::ld_shared_v4(slot_base + (2 * p + 1) * kChunkBytes);  // key gid + 8
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       if (nt >= n_tiles) break;
-      const uint4 q = load_shared(q_base + (nt * KC + p) * kChunkBytes);
-      mma<T>(s[nt], k_low.x, k_high.x, k_low.y, k_high.y, q.x, q.y);
-      mma<T>(s_odd[nt], k_low.z, k_high.z, k_low.w, k_high.w, q.z, q.w);
+      const uint4 q = ptx::ld_shared_v4(q_base + (nt * KC + p) * kChunkBytes);
+      ptx::mma_m16n8k16<T>(s[nt], k_low.x, k_high.x, k_low.y, k_high.y, q.x, q.y);
+      ptx::mma_m16n8k16<T>(s_odd[nt], k_low.z, k_high.z, k_low.w, k_high.w, q.z, q.w);
     }
   }
   softmax_item<T, NT, 4 * VC, !kFast>(a, sh.rows, s, s_odd, n_tiles, key0, key_begin, b, lo, hi, tq, gid, acc);
@@ -440,10 +401,10 @@ __device__ __forceinline__ void consume_values(const VectorArgs& a, unsigned slo
   for (int j = 0; j < VC; ++j) {
     if (!kFast && j >= a.v_steps) break;
     // Keys 2tq, 2tq + 1, 2tq + 8, 2tq + 9 of this lane's column chunk.
-    const uint4 v0 = load_shared(slot_base + (4 * j + 0) * kChunkBytes);
-    const uint4 v1 = load_shared(slot_base + (4 * j + 1) * kChunkBytes);
-    const uint4 v2 = load_shared(slot_base + (4 * j + 2) * kChunkBytes);
-    const uint4 v3 = load_shared(slot_base + (4 * j + 3) * kChunkBytes);
+    const uint4 v0 = ptx::ld_shared_v4(slot_base + (4 * j + 0) * kChunkBytes);
+    const uint4 v1 = ptx::ld_shared_v4(slot_base + (4 * j + 1) * kChunkBytes);
+    const uint4 v2 = ptx::ld_shared_v4(slot_base + (4 * j + 2) * kChunkBytes);
+    const uint4 v3 = ptx::ld_shared_v4(slot_base + (4 * j + 3) * kChunkBytes);
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       // Vᵀ rows gid (column 8(8j + gid) + 2u) and gid + 8 (the next column), keys as above.
@@ -452,7 +413,7 @@ __device__ __forceinline__ void consume_values(const VectorArgs& a, unsigned slo
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         if (nt >= n_tiles) break;
-        mma<T>(acc.o[nt][4 * j + u], a0, a1, a2, a3, acc.p[nt][0], acc.p[nt][1]);
+        ptx::mma_m16n8k16<T>(acc.o[nt][4 * j + u], a0, a1, a2, a3, acc.p[nt][0], acc.p[nt][1]);
       }
     }
   }
@@ -471,10 +432,8 @@ __global__ void __launch_bounds__(kThreads) vector_mma_kernel(const VectorArgs a
   extern __shared__ uint4 shared[];
   __shared__ StaticShared sh;
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // The merge pass may launch now; it waits for this grid's completion before reading.
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
+  ptx::griddepcontrol_launch_dependents();
   const Call& g = a;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int gid = lane >> 2, tq = lane & 3;
@@ -493,7 +452,7 @@ __global__ void __launch_bounds__(kThreads) vector_mma_kernel(const VectorArgs a
   const int keys = partition_keys<NT>(a, sh.rows, tile_rows, part, tq, key_begin, lo, hi);
 
   const int ring_items = a.ring_items;
-  const unsigned ring_base = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  const unsigned ring_base = ptx::shared_address(shared);
   const unsigned q_base = ring_base + static_cast<unsigned>(kWarps * ring_items * kItemChunks) * kChunkBytes;
   Copies st;
   {
@@ -521,7 +480,7 @@ __global__ void __launch_bounds__(kThreads) vector_mma_kernel(const VectorArgs a
     if (next_item < items) {
       issue_item<T, KC, VC, kFast>(a, st, next_item, next_slot, warp, gid, tq);
     } else {
-      commit_async();  // an empty group keeps the count of groups per item
+      ptx::cp_async_commit();  // an empty group keeps the count of groups per item
     }
     ++next_item;
     next_slot = next_slot + 1 == ring_items ? 0 : next_slot + 1;
@@ -561,7 +520,7 @@ __global__ void __launch_bounds__(kThreads) vector_mma_kernel(const VectorArgs a
       consume_values<T, VC, NT, kFast>(a, slot_base, n_tiles, acc);
     }
   }
-  wait_async<0>();
+  ptx::cp_async_wait<0>();
 
   acc.sum_over_warp();
   __syncthreads();  // every warp is done with the ring: it becomes warp_out

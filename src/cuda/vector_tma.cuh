@@ -27,7 +27,7 @@
 #include "core/format.hpp"
 #include "cuda/check.hpp"
 #include "cuda/launch.hpp"
-#include "cuda/tma.cuh"
+#include "cuda/ptx.cuh"
 #include "cuda/vector_common.cuh"
 #include "cuda/vector_mma.cuh"
 #include "cuda/vector_tma.hpp"
@@ -37,10 +37,7 @@
 
 namespace heed::cuda::vector_tma {
 
-using vector_mma::load_shared;
-using vector_mma::mma;
 using vector_mma::pack;
-using vector_mma::transpose_8x8;
 
 constexpr int kTileKeys = plan::cuda::kVectorMmaKeysPerTile;
 constexpr int kMaxRows = 16;
@@ -60,24 +57,6 @@ struct StaticShared {
 };
 static_assert(sizeof(StaticShared<plan::cuda::kVectorMmaWarps>) <= plan::cuda::kVectorTmaStaticSharedBytes);
 static_assert(sizeof(StaticShared<plan::cuda::kVectorTmaWideWarps>) <= plan::cuda::kVectorTmaWideStaticSharedBytes);
-
-// mbarriers and TMA loads (each box 64 columns × 16 keys of one key head and batch): cuda/tma.cuh.
-using tma::barrier_expect_bytes;
-using tma::barrier_init;
-using tma::barrier_wait;
-
-__device__ __forceinline__ void load_matrix(unsigned address, unsigned (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address)
-               : "memory");
-}
-__device__ __forceinline__ void load_matrix_transposed(unsigned address, unsigned (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address)
-               : "memory");
-}
 
 // This lane's ldmatrix addresses within an item (16 keys × class columns as 64-column boxes,
 // 128-byte swizzled: chunk c of key row k sits at k·128 + ((c ^ (k & 7)) · 16)). Matrix i of
@@ -128,14 +107,14 @@ __device__ __forceinline__ void consume_keys(const VectorArgs& a, const RowInfo*
   for (int pair = 0; pair < kPairs; ++pair) {
     const unsigned box = item + static_cast<unsigned>(pair / 2) * kBoxBytes + f.k_row;
     unsigned k_even[4], k_odd[4];
-    load_matrix(box + f.k_chunk[(2 * pair) & 3], k_even);
-    load_matrix(box + f.k_chunk[(2 * pair + 1) & 3], k_odd);
+    ptx::ldmatrix_x4(box + f.k_chunk[(2 * pair) & 3], k_even);
+    ptx::ldmatrix_x4(box + f.k_chunk[(2 * pair + 1) & 3], k_odd);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       if (nt >= n_tiles) break;
-      const uint4 q = load_shared(q_lane + static_cast<unsigned>(nt * kPairs + pair) * 32 * 16);
-      mma<T>(s[nt], k_even[0], k_even[1], k_even[2], k_even[3], q.x, q.y);
-      mma<T>(s_odd[nt], k_odd[0], k_odd[1], k_odd[2], k_odd[3], q.z, q.w);
+      const uint4 q = ptx::ld_shared_v4(q_lane + static_cast<unsigned>(nt * kPairs + pair) * 32 * 16);
+      ptx::mma_m16n8k16<T>(s[nt], k_even[0], k_even[1], k_even[2], k_even[3], q.x, q.y);
+      ptx::mma_m16n8k16<T>(s_odd[nt], k_odd[0], k_odd[1], k_odd[2], k_odd[3], q.z, q.w);
     }
   }
   vector_mma::softmax_item<T, NT, kClass / 16, true>(a, rows, s, s_odd, n_tiles, key0, key_begin, b, lo, hi,
@@ -149,11 +128,11 @@ __device__ __forceinline__ void consume_values(unsigned item, const FragmentAddr
 #pragma unroll
   for (int t = 0; t < kClass / 16; ++t) {
     unsigned v[4];
-    load_matrix_transposed(item + static_cast<unsigned>(t / 4) * kBoxBytes + f.v_row + f.v_chunk[t & 3], v);
+    ptx::ldmatrix_x4_trans(item + static_cast<unsigned>(t / 4) * kBoxBytes + f.v_row + f.v_chunk[t & 3], v);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       if (nt >= n_tiles) break;
-      mma<T>(acc.o[nt][t], v[0], v[1], v[2], v[3], acc.p[nt][0], acc.p[nt][1]);
+      ptx::mma_m16n8k16<T>(acc.o[nt][t], v[0], v[1], v[2], v[3], acc.p[nt][0], acc.p[nt][1]);
     }
   }
 }
@@ -177,7 +156,7 @@ __global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
   __shared__ StaticShared<W> sh;
 
   // The merge pass may launch now; it waits for this grid's completion before reading.
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  ptx::griddepcontrol_launch_dependents();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int gid = lane >> 2, tq = lane & 3;
   const std::int64_t b = blockIdx.z, kv_head = blockIdx.y;
@@ -187,17 +166,17 @@ __global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
   const int n_tiles = (tile_rows + 7) / 8;
 
   // The swizzle's atoms are 1024 bytes: align the base (the planner adds kAlign bytes for this).
-  const auto raw = static_cast<unsigned>(__cvta_generic_to_shared(shared_raw));
+  const auto raw = ptx::shared_address(shared_raw);
   const unsigned base = (raw + kAlign - 1) & ~(kAlign - 1);
   const int ring_items = a.ring_items;
   const unsigned ring = base + static_cast<unsigned>(warp * ring_items) * kItemBytes;
   const unsigned q_base = base + static_cast<unsigned>(kWarps * ring_items) * kItemBytes;
-  const auto full = static_cast<unsigned>(__cvta_generic_to_shared(&sh.full[warp][0]));
+  const auto full = ptx::shared_address(&sh.full[warp][0]);
 
   if (threadIdx.x < tile_rows) sh.rows[threadIdx.x] = row_info(a, kv_head, row0 + threadIdx.x);
   if (lane == 0) {
-    for (int slot = 0; slot < ring_items; ++slot) barrier_init(full + 8u * slot, 1);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    for (int slot = 0; slot < ring_items; ++slot) ptx::mbarrier_init(full + 8u * slot, 1);
+    ptx::fence_mbarrier_init();
   }
   __syncthreads();
 
@@ -219,10 +198,10 @@ __global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
     const unsigned barrier = full + 8u * static_cast<unsigned>(issue_slot);
     const int key0 = first_key + (item >> 1) * kBlockStep;
     const CUtensorMap* map = (item & 1) != 0 ? &a.v_map : &a.k_map;
-    barrier_expect_bytes(barrier, kItemBytes);
+    ptx::mbarrier_expect_bytes(barrier, kItemBytes);
 #pragma unroll
     for (int box = 0; box < kBoxes; ++box) {
-      tma::load_box(destination + box * kBoxBytes, map, barrier, box * kBoxColumns, key0, head, batch);
+      ptx::tma_load_box(destination + box * kBoxBytes, map, barrier, box * kBoxColumns, key0, head, batch);
     }
     issue_slot = issue_slot + 1 == ring_items ? 0 : issue_slot + 1;
   };
@@ -246,9 +225,7 @@ __global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
       value = make_uint4(first < head_dim ? words[0] : 0u, first + 8 < head_dim ? words[4] : 0u,
                          first + 16 < head_dim ? words[8] : 0u, first + 24 < head_dim ? words[12] : 0u);
     }
-    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(q_base + static_cast<unsigned>(index) * 16),
-                 "r"(value.x), "r"(value.y), "r"(value.z), "r"(value.w)
-                 : "memory");
+    ptx::st_shared_v4(q_base + static_cast<unsigned>(index) * 16, value);
   }
   __syncthreads();
 
@@ -261,7 +238,7 @@ __global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
   for (int item = 0; item < items; ++item) {
     __syncwarp();  // every lane is done with the slot the previous item was read from
     if (lane == 0 && item + ring_items - 1 < items) issue(item + ring_items - 1);
-    barrier_wait(full + 8u * static_cast<unsigned>(read_slot), phase);
+    ptx::mbarrier_wait(full + 8u * static_cast<unsigned>(read_slot), phase);
     __syncwarp();
     const unsigned slot = ring + static_cast<unsigned>(read_slot) * kItemBytes;
     if (++read_slot == ring_items) {
