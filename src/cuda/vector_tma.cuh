@@ -15,8 +15,8 @@
 // so without bank conflicts.
 //
 // Keys past the visible span read as zeros (the maps' key dimension ends there); keys of a
-// tile past the block's range are masked. Partitions' partials are merged by the cp.async
-// kernel's merge pass (cuda/vector.cu), launched programmatically dependent.
+// tile past the block's range are masked. Partitions' partials are merged by the vector
+// kernels' merge pass (cuda/vector_merge.cuh), launched programmatically dependent.
 
 #include <cuda.h>
 #include <cuda_bf16.h>
