@@ -122,13 +122,104 @@ __device__ __forceinline__ void warpgroup_sync(int consumer) {
   }
 }
 
+// The block's mbarriers, 8 bytes apart from `base`: per stage, "full" (the tile's bytes have
+// landed) and "empty" (every consumer warp is done with it) for K and for V; then one "full" per
+// consumer's Q.
+template <int kStages>
+struct Barriers {
+  unsigned base;
+  __device__ __forceinline__ unsigned full_k(int stage) const { return base + 8u * stage; }
+  __device__ __forceinline__ unsigned full_v(int stage) const { return base + 8u * (kStages + stage); }
+  __device__ __forceinline__ unsigned empty_k(int stage) const { return base + 8u * (2 * kStages + stage); }
+  __device__ __forceinline__ unsigned empty_v(int stage) const { return base + 8u * (3 * kStages + stage); }
+  __device__ __forceinline__ unsigned full_q(int consumer) const { return base + 8u * (4 * kStages + consumer); }
+};
+
+// The producer's one thread: each consumer's Q by TMA where the plan says so, then K and V of the
+// block's tiles into the ring, a stage refilled once the consumers have released it.
+template <typename Tr>
+__device__ __forceinline__ void produce(const HopperArgs& a, const Barriers<Tr::kStages>& barriers, unsigned q_tile,
+                                        unsigned ring, int row0, int group, int tile_first, int n_tiles, int head,
+                                        int batch) {
+  constexpr int kStages = Tr::kStages;
+  if (a.q_rows_tma) {
+    // Each consumer's Q (its 64 rows; its half of D under the depth split) ahead of K and V.
+#pragma unroll
+    for (int consumer = 0; consumer < Tr::kConsumers; ++consumer) {
+      const int rows0 = Tr::first_row(consumer), panel0 = Tr::first_column(consumer) / 64;
+      ptx::mbarrier_expect_bytes(barriers.full_q(consumer), 64 * Tr::kDPer * 2);
+#pragma unroll
+      for (int p = panel0; p < panel0 + Tr::kDPer / 64; ++p) {
+        ptx::tma_load_rows(q_tile + p * Tr::kQPanel + rows0 * 128, &a.q_map, barriers.full_q(consumer), 64 * p,
+                           (row0 + rows0) / group, head, batch);
+      }
+    }
+  }
+  for (int step = 0; step < n_tiles; ++step) {
+    const int stage = step % kStages;
+    const unsigned reuse = ((step / kStages) + 1) & 1;  // the phase of the stage's last release
+    const int n0 = (tile_first + step) * Tr::kBlockN;
+    const unsigned k_tile = ring + stage * Tr::kStageBytes, v_tile = k_tile + Tr::kKBytes;
+    if (step >= kStages) ptx::mbarrier_wait(barriers.empty_k(stage), reuse);
+    ptx::mbarrier_expect_bytes(barriers.full_k(stage), Tr::kKBytes);
+#pragma unroll
+    for (int p = 0; p < Tr::D / 64; ++p) {
+      ptx::tma_load_box(k_tile + p * Tr::kRingPanel, &a.k_map, barriers.full_k(stage), 64 * p, n0, head, batch);
+    }
+    if (step >= kStages) ptx::mbarrier_wait(barriers.empty_v(stage), reuse);
+    ptx::mbarrier_expect_bytes(barriers.full_v(stage), Tr::kVBytes);
+#pragma unroll
+    for (int p = 0; p < Tr::Dv / 64; ++p) {
+      ptx::tma_load_box(v_tile + p * Tr::kRingPanel, &a.v_map, barriers.full_v(stage), 64 * p, n0, head, batch);
+    }
+  }
+}
+
+// A consumer's Q by 16-byte copies into the swizzled layout (zeros past the last row), visible to
+// wgmma and to the warpgroup when this returns.
+template <typename T, typename Tr>
+__device__ __forceinline__ void copy_q(const HopperArgs& a, unsigned q_tile, std::int64_t b, std::int64_t kv_head,
+                                       int row0, int rows, int group, int head_dim, int consumer, int thread) {
+  const int wg_row0 = Tr::first_row(consumer), d0 = Tr::first_column(consumer);
+  const T* q_batch = static_cast<const T*>(a.q) + b * a.q_strides.s[0];
+  constexpr int kChunks = Tr::kDPer / 8;
+#pragma unroll
+  for (int i = 0; i < 64 * kChunks / 128; ++i) {
+    const int index = thread + 128 * i;
+    const int r = wg_row0 + index / kChunks, c = d0 / 8 + index % kChunks;
+    const int row = row0 + r;
+    const bool valid = row < rows && 8 * c < head_dim;
+    const T* source = q_batch;
+    if (valid) {
+      source += (kv_head * group + row % group) * a.q_strides.s[1] + std::int64_t(row / group) * a.q_strides.s[2] +
+                8 * c;
+    }
+    ptx::cp_async_16_or_zero(q_tile + swizzled(r, c, Tr::kQPanel), source, valid);
+  }
+  ptx::cp_async_commit();
+  ptx::cp_async_wait<0>();
+  ptx::fence_proxy_async_shared();  // wgmma reads what cp.async wrote
+  warpgroup_sync(consumer);
+}
+
+// The tile's weights as the A fragments of O += P·V: keys 16kk..16kk+15 are step kk's.
+template <typename T, int kBlockN>
+__device__ __forceinline__ void to_weights(const float (&s)[kBlockN / 8][4], std::uint32_t (&p)[kBlockN / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kBlockN / 16; ++kk) {
+    p[kk][0] = tiled::pack<T>(s[2 * kk][0], s[2 * kk][1]);
+    p[kk][1] = tiled::pack<T>(s[2 * kk][2], s[2 * kk][3]);
+    p[kk][2] = tiled::pack<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    p[kk][3] = tiled::pack<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+  }
+}
+
 template <typename T, int kD, int kDv, int kKeyBlockN, int kKeyConsumers>
 __global__ void __launch_bounds__(Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kThreads,
                                   Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kMinBlocks)
     hopper_kernel(const __grid_constant__ HopperArgs a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Tr = Traits<kD, kDv, kKeyBlockN, kKeyConsumers>;
-  constexpr int D = Tr::D, Dv = Tr::Dv;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kStages = Tr::kStages;
   constexpr int kNTiles = kBlockN / 8;  // 8-key score fragments per tile
   constexpr int kOTiles = Tr::kDvPer / 8;  // 8-column output fragments
@@ -137,12 +228,8 @@ __global__ void __launch_bounds__(Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kT
   const unsigned raw = shared_address(shared_raw);
   const unsigned base = (raw + 1023u) & ~1023u;
   unsigned char* const shared = shared_raw + (base - raw);
-  const unsigned q_tile = base, ring = base + Tr::kRingOffset, barriers = base + Tr::kBarrierOffset;
-  const auto full_k = [&](int stage) { return barriers + 8u * stage; };
-  const auto full_v = [&](int stage) { return barriers + 8u * (kStages + stage); };
-  const auto empty_k = [&](int stage) { return barriers + 8u * (2 * kStages + stage); };
-  const auto empty_v = [&](int stage) { return barriers + 8u * (3 * kStages + stage); };
-  const auto full_q = [&](int consumer) { return barriers + 8u * (4 * kStages + consumer); };
+  const unsigned q_tile = base, ring = base + Tr::kRingOffset;
+  const Barriers<kStages> barriers{base + Tr::kBarrierOffset};
 
   const Call& g = a;
   const tiled::BlockPlace place = tiled::block_place(a.heads_inner);
@@ -161,12 +248,12 @@ __global__ void __launch_bounds__(Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kT
 
   if (threadIdx.x == 0) {
     for (int stage = 0; stage < kStages; ++stage) {
-      ptx::mbarrier_init(full_k(stage), 1);
-      ptx::mbarrier_init(full_v(stage), 1);
-      ptx::mbarrier_init(empty_k(stage), 4 * Tr::kConsumers);  // one arrival per consumer warp
-      ptx::mbarrier_init(empty_v(stage), 4 * Tr::kConsumers);
+      ptx::mbarrier_init(barriers.full_k(stage), 1);
+      ptx::mbarrier_init(barriers.full_v(stage), 1);
+      ptx::mbarrier_init(barriers.empty_k(stage), 4 * Tr::kConsumers);  // one arrival per consumer warp
+      ptx::mbarrier_init(barriers.empty_v(stage), 4 * Tr::kConsumers);
     }
-    for (int consumer = 0; consumer < Tr::kConsumers; ++consumer) ptx::mbarrier_init(full_q(consumer), 1);
+    for (int consumer = 0; consumer < Tr::kConsumers; ++consumer) ptx::mbarrier_init(barriers.full_q(consumer), 1);
     ptx::fence_mbarrier_init();
   }
   __syncthreads();
@@ -177,38 +264,8 @@ __global__ void __launch_bounds__(Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kT
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<Tr::kProducerRegisters>();
     if (threadIdx.x == 0) {
-      const int head = static_cast<int>(kv_head), batch = static_cast<int>(b);
-      if (a.q_rows_tma) {
-        // Each consumer's Q (its 64 rows; its half of D under the depth split) ahead of K and V.
-#pragma unroll
-        for (int consumer = 0; consumer < Tr::kConsumers; ++consumer) {
-          const int rows0 = Tr::first_row(consumer), panel0 = Tr::first_column(consumer) / 64;
-          ptx::mbarrier_expect_bytes(full_q(consumer), 64 * Tr::kDPer * 2);
-#pragma unroll
-          for (int p = panel0; p < panel0 + Tr::kDPer / 64; ++p) {
-            ptx::tma_load_rows(q_tile + p * Tr::kQPanel + rows0 * 128, &a.q_map, full_q(consumer), 64 * p,
-                           (row0 + rows0) / group, head, batch);
-          }
-        }
-      }
-      for (int step = 0; step < n_tiles; ++step) {
-        const int stage = step % kStages;
-        const unsigned reuse = ((step / kStages) + 1) & 1;  // the phase of the stage's last release
-        const int n0 = (tile_first + step) * kBlockN;
-        const unsigned k_tile = ring + stage * Tr::kStageBytes, v_tile = k_tile + Tr::kKBytes;
-        if (step >= kStages) ptx::mbarrier_wait(empty_k(stage), reuse);
-        ptx::mbarrier_expect_bytes(full_k(stage), Tr::kKBytes);
-#pragma unroll
-        for (int p = 0; p < D / 64; ++p) {
-          ptx::tma_load_box(k_tile + p * Tr::kRingPanel, &a.k_map, full_k(stage), 64 * p, n0, head, batch);
-        }
-        if (step >= kStages) ptx::mbarrier_wait(empty_v(stage), reuse);
-        ptx::mbarrier_expect_bytes(full_v(stage), Tr::kVBytes);
-#pragma unroll
-        for (int p = 0; p < Dv / 64; ++p) {
-          ptx::tma_load_box(v_tile + p * Tr::kRingPanel, &a.v_map, full_v(stage), 64 * p, n0, head, batch);
-        }
-      }
+      produce<Tr>(a, barriers, q_tile, ring, row0, group, tile_first, n_tiles, static_cast<int>(kv_head),
+                  static_cast<int>(b));
     }
   } else {
     ptx::setmaxnreg_inc<Tr::kConsumerRegisters>();
@@ -222,27 +279,9 @@ __global__ void __launch_bounds__(Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kT
     // Q: this warpgroup's 64 rows by TMA (the producer's first load), else 16-byte copies into the
     // swizzled layout (zeros past the last row).
     if (a.q_rows_tma) {
-      ptx::mbarrier_wait(full_q(consumer), 0);
+      ptx::mbarrier_wait(barriers.full_q(consumer), 0);
     } else {
-      const T* q_batch = static_cast<const T*>(a.q) + b * a.q_strides.s[0];
-      constexpr int kChunks = Tr::kDPer / 8;
-#pragma unroll
-      for (int i = 0; i < 64 * kChunks / 128; ++i) {
-        const int index = thread + 128 * i;
-        const int r = wg_row0 + index / kChunks, c = d0 / 8 + index % kChunks;
-        const int row = row0 + r;
-        const bool valid = row < rows && 8 * c < head_dim;
-        const T* source = q_batch;
-        if (valid) {
-          source += (kv_head * group + row % group) * a.q_strides.s[1] + std::int64_t(row / group) * a.q_strides.s[2] +
-                    8 * c;
-        }
-        ptx::cp_async_16_or_zero(q_tile + swizzled(r, c, Tr::kQPanel), source, valid);
-      }
-      ptx::cp_async_commit();
-      ptx::cp_async_wait<0>();
-      ptx::fence_proxy_async_shared();  // wgmma reads what cp.async wrote
-      warpgroup_sync(consumer);
+      copy_q<T, Tr>(a, q_tile, b, kv_head, row0, rows, group, head_dim, consumer, thread);
     }
 
     int key_lo[2], key_hi[2];
@@ -281,7 +320,7 @@ __global__ void __launch_bounds__(Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kT
     // S = Q·Kᵀ of tile `step` into s, issued (D / 16 steps of 16 columns, 4 per 128-byte panel).
     const auto issue_scores = [&](float (&s)[kNTiles][4], int step) {
       const int stage = step % kStages;
-      ptx::mbarrier_wait(full_k(stage), (step / kStages) & 1);
+      ptx::mbarrier_wait(barriers.full_k(stage), (step / kStages) & 1);
       const std::uint64_t k_desc = advance(k_base, stage * Tr::kStageBytes);
       ptx::wgmma_fence();
 #pragma unroll
@@ -300,7 +339,7 @@ __global__ void __launch_bounds__(Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kT
     // step kk; V's 16 keys of step kk are 2048 bytes into each panel.
     const auto issue_values = [&](const std::uint32_t (&p)[kBlockN / 16][4], int step) {
       const int stage = step % kStages;
-      ptx::mbarrier_wait(full_v(stage), (step / kStages) & 1);
+      ptx::mbarrier_wait(barriers.full_v(stage), (step / kStages) & 1);
       const std::uint64_t v_desc = advance(v_base, stage * Tr::kStageBytes);
       ptx::wgmma_fence();
 #pragma unroll
@@ -393,15 +432,6 @@ __global__ void __launch_bounds__(Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kT
           tile_sum[e >> 1] += s[j][e];
         }
     };
-    const auto to_weights = [&](const float (&s)[kNTiles][4], std::uint32_t (&p)[kBlockN / 16][4]) {
-#pragma unroll
-      for (int kk = 0; kk < kBlockN / 16; ++kk) {
-        p[kk][0] = tiled::pack<T>(s[2 * kk][0], s[2 * kk][1]);
-        p[kk][1] = tiled::pack<T>(s[2 * kk][2], s[2 * kk][3]);
-        p[kk][2] = tiled::pack<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-        p[kk][3] = tiled::pack<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-      }
-    };
 
     // Software pipeline within the warpgroup: tile j's S = Q·Kᵀ and tile j-1's O += P·V are in
     // flight while the softmax of tile j runs; O is rescaled once P·V of tile j-1 is complete.
@@ -418,12 +448,12 @@ __global__ void __launch_bounds__(Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kT
       if (pingpong) pass_turn(consumer);
       ptx::wgmma_wait<0>();
       ptx::hold(s);
-      release(empty_k(0));
+      release(barriers.empty_k(0));
       exchange(s, 0);
       softmax(s, 0, rescale, tile_sum);
 #pragma unroll
       for (int half = 0; half < 2; ++half) row_sum[half] = tile_sum[half];
-      to_weights(s, p);
+      to_weights<T, kBlockN>(s, p);
       for (int step = 1; step < n_tiles; ++step) {
         if (pingpong) wait_turn(consumer);
         issue_scores(s, step);
@@ -431,19 +461,19 @@ __global__ void __launch_bounds__(Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kT
         if (pingpong) pass_turn(consumer);
         ptx::wgmma_wait<1>();  // S of tile `step`
         ptx::hold(s);
-        release(empty_k(step % kStages));
+        release(barriers.empty_k(step % kStages));
         exchange(s, step);
         softmax(s, step, rescale, tile_sum);
         ptx::wgmma_wait<0>();  // P·V of tile step - 1
         ptx::hold(o);
-        release(empty_v((step - 1) % kStages));
+        release(barriers.empty_v((step - 1) % kStages));
 #pragma unroll
         for (int half = 0; half < 2; ++half) row_sum[half] = row_sum[half] * rescale[half] + tile_sum[half];
 #pragma unroll
         for (int j = 0; j < kOTiles; ++j)
 #pragma unroll
           for (int e = 0; e < 4; ++e) o[j][e] *= rescale[e >> 1];
-        to_weights(s, p);
+        to_weights<T, kBlockN>(s, p);
       }
       if (pingpong) wait_turn(consumer);
       issue_values(p, n_tiles - 1);

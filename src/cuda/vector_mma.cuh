@@ -419,6 +419,51 @@ __device__ __forceinline__ void consume_values(const VectorArgs& a, unsigned slo
   }
 }
 
+// q as B fragments (row nt·8 + gid, chunk 4p + tq) from chunk `q_chunk` of shared memory, zeros
+// past the head size and the tile.
+template <typename T, int KC, int NT>
+__device__ __forceinline__ void stage_q(const VectorArgs& a, const RowInfo* rows, uint4* shared, unsigned q_chunk,
+                                        int tile_rows, std::int64_t b) {
+  const Call& g = a;
+  for (int index = threadIdx.x; index < NT * KC * 32; index += kThreads) {
+    const int nt = index / (KC * 32), p = (index / 32) % KC, fragment_lane = index % 32;
+    const int r = nt * 8 + fragment_lane / 4, chunk = 4 * p + fragment_lane % 4;
+    uint4 value = make_uint4(0, 0, 0, 0);
+    if (r < tile_rows && p < a.k_steps) {
+      const RowInfo& row = rows[r];
+      const T* q_row = static_cast<const T*>(a.q) + b * a.q_strides.s[0] + row.head * a.q_strides.s[1] +
+                       row.position * a.q_strides.s[2];
+      value = load_chunk(q_row, a.q_strides.s[3], std::int64_t{chunk} * 8, g.head_dim, a.wide_loads);
+    }
+    shared[q_chunk + index] = value;
+  }
+}
+
+// This warp's Oᵀ tiles as float32 rows of warp_out (its NT·8 rows after the previous warps',
+// kClass floats apart), and its rows' max and sum.
+template <int kClass, int NT, int VC, bool kFast>
+__device__ __forceinline__ void store_warp_out(const VectorArgs& a, const Accumulators<NT, VC>& acc, float* warp_out,
+                                               float* warp_m, float* warp_l, int n_tiles, int warp, int gid, int tq) {
+  constexpr int kRowsPerWarp = NT * 8;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    if (nt >= n_tiles) break;
+    const int row = nt * 8 + 2 * tq;
+#pragma unroll
+    for (int j = 0; j < VC; ++j) {
+      if (!kFast && j >= a.v_steps) break;
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int column = (8 * j + gid) * 8 + 2 * u;
+        float* out = warp_out + (warp * kRowsPerWarp + row) * kClass + column;
+        *reinterpret_cast<float2*>(out) = make_float2(acc.o[nt][4 * j + u][0], acc.o[nt][4 * j + u][2]);
+        *reinterpret_cast<float2*>(out + kClass) = make_float2(acc.o[nt][4 * j + u][1], acc.o[nt][4 * j + u][3]);
+      }
+    }
+    if (gid == 0) acc.store_stats(nt, row, warp_m, warp_l);
+  }
+}
+
 // NT: n-tiles of 8 query rows (the plan's row tile / 8). kFast: 16-byte rows, D = Dv = the class
 // and no array mask, so the hot loop carries no checks for them: whole items copy from lane
 // pointers at constant offsets, and no step is skipped.
@@ -487,19 +532,7 @@ __global__ void __launch_bounds__(kThreads) vector_mma_kernel(const VectorArgs a
   };
   for (int i = 0; i < ring_items - 1; ++i) issue_next();
 
-  // q as B fragments (row nt·8 + gid, chunk 4p + tq), zeros past the head size and the tile.
-  for (int index = threadIdx.x; index < NT * KC * 32; index += kThreads) {
-    const int nt = index / (KC * 32), p = (index / 32) % KC, fragment_lane = index % 32;
-    const int r = nt * 8 + fragment_lane / 4, chunk = 4 * p + fragment_lane % 4;
-    uint4 value = make_uint4(0, 0, 0, 0);
-    if (r < tile_rows && p < a.k_steps) {
-      const RowInfo& row = sh.rows[r];
-      const T* q_row = static_cast<const T*>(a.q) + b * a.q_strides.s[0] + row.head * a.q_strides.s[1] +
-                       row.position * a.q_strides.s[2];
-      value = load_chunk(q_row, a.q_strides.s[3], std::int64_t{chunk} * 8, g.head_dim, a.wide_loads);
-    }
-    shared[(q_base - ring_base) / 16 + index] = value;
-  }
+  stage_q<T, KC, NT>(a, sh.rows, shared, (q_base - ring_base) / 16, tile_rows, b);
   __syncthreads();
 
   Accumulators<NT, VC> acc;
@@ -527,23 +560,7 @@ __global__ void __launch_bounds__(kThreads) vector_mma_kernel(const VectorArgs a
   // warp_out[warp][row][column], float32, rows of the tile, columns in the caller's order.
   float* warp_out = reinterpret_cast<float*>(shared);
   constexpr int kRowsPerWarp = NT * 8;
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    if (nt >= n_tiles) break;
-    const int row = nt * 8 + 2 * tq;
-#pragma unroll
-    for (int j = 0; j < VC; ++j) {
-      if (!kFast && j >= a.v_steps) break;
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int column = (8 * j + gid) * 8 + 2 * u;
-        float* out = warp_out + (warp * kRowsPerWarp + row) * kClass + column;
-        *reinterpret_cast<float2*>(out) = make_float2(acc.o[nt][4 * j + u][0], acc.o[nt][4 * j + u][2]);
-        *reinterpret_cast<float2*>(out + kClass) = make_float2(acc.o[nt][4 * j + u][1], acc.o[nt][4 * j + u][3]);
-      }
-    }
-    if (gid == 0) acc.store_stats(nt, row, sh.warp_m[warp], sh.warp_l[warp]);
-  }
+  store_warp_out<kClass, NT, VC, kFast>(a, acc, warp_out, sh.warp_m[warp], sh.warp_l[warp], n_tiles, warp, gid, tq);
   __syncthreads();
 
   // The warps' partial rows merged exactly; written out, or as this partition's partial.

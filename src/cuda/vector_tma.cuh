@@ -137,6 +137,28 @@ __device__ __forceinline__ void consume_values(unsigned item, const FragmentAddr
   }
 }
 
+// This warp's Oᵀ tiles as float32 rows of warp_out (its NT·8 rows after the previous warps',
+// kClass floats apart), and its rows' max and sum.
+template <int kClass, int NT>
+__device__ __forceinline__ void store_warp_out(const Accumulators<NT, kClass>& acc, float* warp_out, float* warp_m,
+                                               float* warp_l, int n_tiles, int warp, int gid, int tq) {
+  constexpr int kRowsPerWarp = NT * 8;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    if (nt >= n_tiles) break;
+    const int row = nt * 8 + 2 * tq;
+#pragma unroll
+    for (int t = 0; t < kClass / 16; ++t) {
+      float* out = warp_out + (warp * kRowsPerWarp + row) * kClass + 16 * t + gid;
+      out[0] = acc.o[nt][t][0];
+      out[kClass] = acc.o[nt][t][1];
+      out[8] = acc.o[nt][t][2];
+      out[kClass + 8] = acc.o[nt][t][3];
+    }
+    if (gid == 0) acc.store_stats(nt, row, warp_m, warp_l);
+  }
+}
+
 // Resident blocks per SM the register budget is cut for (ptxas, sm_90a): see cuda_tables.hpp;
 // one wide block.
 template <int kClass, int NT, int W>
@@ -258,20 +280,7 @@ __global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
   // warp_out[warp][row][column], float32, the tile's rows.
   auto* warp_out = reinterpret_cast<float*>(shared_raw + (base - raw));
   constexpr int kRowsPerWarp = NT * 8;
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    if (nt >= n_tiles) break;
-    const int row = nt * 8 + 2 * tq;
-#pragma unroll
-    for (int t = 0; t < kClass / 16; ++t) {
-      float* out = warp_out + (warp * kRowsPerWarp + row) * kClass + 16 * t + gid;
-      out[0] = acc.o[nt][t][0];
-      out[kClass] = acc.o[nt][t][1];
-      out[8] = acc.o[nt][t][2];
-      out[kClass + 8] = acc.o[nt][t][3];
-    }
-    if (gid == 0) acc.store_stats(nt, row, sh.warp_m[warp], sh.warp_l[warp]);
-  }
+  store_warp_out<kClass, NT>(acc, warp_out, sh.warp_m[warp], sh.warp_l[warp], n_tiles, warp, gid, tq);
   __syncthreads();
 
   // The warps' partial rows merged exactly; written out, or as this partition's partial.
