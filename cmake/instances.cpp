@@ -49,6 +49,10 @@ void write_if_changed(const fs::path& path, const std::string& text) {
 }
 
 // Instance files of the mma.sync kernel: one per dtype and distinct key of kTiledConfigs.
+// The mark of a file that a build with other architectures compiles for those only (not 90a):
+// cmake/instances.cmake strips it.
+constexpr const char* kBelowSm90 = "below-sm90:";
+
 void tiled_instances(std::vector<std::string>& files) {
   std::vector<TiledKey> keys;
   for (const TiledConfig& c : kTiledConfigs) {
@@ -58,6 +62,11 @@ void tiled_instances(std::vector<std::string>& files) {
     if (!seen) keys.push_back(key);
   }
   for (const TiledKey& k : keys) {
+    // Below 9.0 only where every entry of the key is (tiled_below_sm90_only): listed as such.
+    bool below_sm90 = true;
+    for (int i = 0; i < kTiledConfigCount; ++i) {
+      if (tiled_key(kTiledConfigs[i]) == k) below_sm90 = below_sm90 && tiled_below_sm90_only(i);
+    }
     for (const Type& t : kTypes) {
       const std::string tile = std::to_string(k.block_m) + " x " + std::to_string(k.block_n);
       std::ostringstream text;
@@ -67,7 +76,7 @@ void tiled_instances(std::vector<std::string>& files) {
            << "template void heed::cuda::tiled::launch<" << t.cuda << ", " << k.head_dim << ", " << k.value_dim
            << ", " << k.block_m << ", " << k.block_n << ">(const heed::cuda::TiledArgs&, dim3,\n"
            << "                                                  cudaStream_t);\n";
-      files.push_back("cuda/instances/tiled_" + std::string(t.name) + "_" + dims(k.head_dim, k.value_dim) + "_m" +
+      files.push_back(std::string(below_sm90 ? kBelowSm90 : "") + "cuda/instances/tiled_" + std::string(t.name) + "_" + dims(k.head_dim, k.value_dim) + "_m" +
                       std::to_string(k.block_m) + "_n" + std::to_string(k.block_n) + ".cu");
       files.push_back(text.str());
     }
@@ -216,10 +225,15 @@ int main(int argc, char** argv) {
   vector_instances(files);
   std::set<fs::path> listed;
   for (std::size_t i = 0; i < files.size(); i += 2) {
-    const fs::path path = root / files[i];
+    std::string name = files[i], mark;
+    if (name.rfind(kBelowSm90, 0) == 0) {
+      mark = kBelowSm90;
+      name = name.substr(mark.size());
+    }
+    const fs::path path = root / name;
     write_if_changed(path, files[i + 1]);
     listed.insert(path);
-    std::cout << path.generic_string() << "\n";
+    std::cout << mark << path.generic_string() << "\n";
   }
   for (const fs::directory_entry& entry : fs::directory_iterator(root / "cuda/instances")) {
     if (!listed.count(entry.path())) fs::remove(entry.path());

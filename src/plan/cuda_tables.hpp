@@ -293,6 +293,23 @@ constexpr int tiled_config_index(std::int64_t head_dim, std::int64_t value_dim,
   return best;
 }
 
+// The shared memory per block of a 9.0 device (H100, H200, H20): 227 KiB.
+inline constexpr std::int64_t kSm90SharedPerBlock = std::int64_t{227} << 10;
+// Whether a 9.0 device never takes entry `index` (tiled_config_index): an earlier entry serves
+// the same sizes with no more padded work and fits it (D 512's 64-row entry, for an A100's
+// 163 KiB). The build compiles such an entry for the architectures below 9.0 only.
+constexpr bool tiled_below_sm90_only(int index) {
+  const TiledConfig& c = kTiledConfigs[index];
+  for (int j = 0; j < index; ++j) {
+    const TiledConfig& o = kTiledConfigs[j];
+    if (o.head_dim == c.head_dim && served_value_dim(o) == served_value_dim(c) && o.value_parts == c.value_parts &&
+        tiled_padded_work(o) <= tiled_padded_work(c) && tiled_shared_bytes(o) <= kSm90SharedPerBlock) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // Tiled route on Hopper (compute capability 9.0, built for sm_90a): K and V tiles of `block_n`
 // keys arrive by TMA (cp.async.bulk.tensor, 128-byte swizzle) in a `stages`-deep ring completed
 // on mbarriers; one producer warpgroup (one thread issues the copies) and `consumers` warpgroups

@@ -81,6 +81,8 @@ TEST(CudaTiledPlan, EveryConfigurationIsServedAndEachFitsAnA100OrHasOneThatDoes)
         EXPECT_EQ(plan::cuda::served_value_dim(planned), dv);
         if (device.major == 8 && fits_a100) EXPECT_EQ(r.tiled.config, i) << r.plan.explain();
         EXPECT_LE(static_cast<std::size_t>(r.tiled.shared_bytes), device.shared_per_block);
+        // The build compiles entries a 9.0 device never takes for the other architectures only.
+        if (device.major == 9) EXPECT_FALSE(plan::cuda::tiled_below_sm90_only(r.tiled.config)) << r.plan.explain();
         EXPECT_EQ(r.tiled.block_m, 16 * planned.warps);
         EXPECT_EQ(r.tiled.block_n, planned.block_n);
         EXPECT_EQ(r.tiled.value_parts, planned.value_parts);
@@ -88,7 +90,11 @@ TEST(CudaTiledPlan, EveryConfigurationIsServedAndEachFitsAnA100OrHasOneThatDoes)
       }
     }
   }
-  // D 512: the 128-row entry on an H200, the 64-row one on an A100.
+  // D 512: the 128-row entry on an H200, the 64-row one on an A100 (the one entry below 9.0 only).
+  for (int i = 0; i < plan::cuda::kTiledConfigCount; ++i) {
+    EXPECT_EQ(plan::cuda::tiled_below_sm90_only(i), kTiledConfigs[i].head_dim == 512 && kTiledConfigs[i].warps == 4)
+        << i;
+  }
   EXPECT_EQ(plan::plan_cuda(problem(1, 8, 8, 1024, 1024, 512, 512, DType::BFloat16), h200()).tiled.block_m, 128);
   EXPECT_EQ(plan::plan_cuda(problem(1, 8, 8, 1024, 1024, 512, 512, DType::BFloat16), a100).tiled.block_m, 64);
 }
