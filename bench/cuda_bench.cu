@@ -94,6 +94,24 @@ __nv_bfloat16* random_bf16(std::int64_t count, std::uint32_t seed) {
   return data;
 }
 
+// A case's bfloat16 tensors on cuda:0: q and out of `q_shape`, k and v of `kv_shape`, filled by
+// random_bf16 (seeds 1 to 4, the same values every time), freed with the struct.
+struct BenchTensors {
+  heed::TensorView q, k, v, out;
+  BenchTensors(const heed::Shape& q_shape, const heed::Shape& kv_shape) {
+    const heed::Device gpu = heed::Device::cuda(0);
+    q = heed::TensorView(random_bf16(q_shape.numel(), 1), heed::DType::BFloat16, q_shape, gpu);
+    k = heed::TensorView(random_bf16(kv_shape.numel(), 2), heed::DType::BFloat16, kv_shape, gpu);
+    v = heed::TensorView(random_bf16(kv_shape.numel(), 3), heed::DType::BFloat16, kv_shape, gpu);
+    out = heed::TensorView(random_bf16(q_shape.numel(), 4), heed::DType::BFloat16, q_shape, gpu);
+  }
+  ~BenchTensors() {
+    for (const heed::TensorView* view : {&q, &k, &v, &out}) ok(cudaFree(view->data), "free");
+  }
+  BenchTensors(const BenchTensors&) = delete;
+  BenchTensors& operator=(const BenchTensors&) = delete;
+};
+
 template <typename F>
 double median_ms(F&& call, int warmup, int reps) {
   cudaEvent_t start, stop;
@@ -202,11 +220,11 @@ bool same_launch(const heed::plan::CudaRoute& a, const heed::plan::CudaRoute& b)
 
 // Times the decode case's variants of the planned vector route (single calls and back to back);
 // a variant that plans what the plan already is (or another variant before it) is left out.
-void time_variants(const char* name, const heed::TensorView& q, const heed::TensorView& k, const heed::TensorView& v,
-                   heed::TensorView& out, float scale, const heed::AttentionOptions& options, double bytes, int reps) {
+void time_variants(const char* name, const BenchTensors& t, float scale, const heed::AttentionOptions& options,
+                   double bytes, int reps) {
   using namespace heed;
-  const call::Call problem = call::validate_call(q, k, v, out, scale, options);
-  const plan::CudaDeviceInfo& device = heed::device::cuda_device_info(q.device, "heed_cuda_bench");
+  const call::Call problem = call::validate_call(t.q, t.k, t.v, t.out, scale, options);
+  const plan::CudaDeviceInfo& device = heed::device::cuda_device_info(t.q.device, "heed_cuda_bench");
   const plan::PlanOverrides& environment = plan::environment_overrides();
   const plan::CudaRoute planned = plan::plan_cuda(problem, device, environment);
   if (!std::holds_alternative<route::Vector>(planned.plan.kernel)) return;
@@ -250,13 +268,12 @@ void time_variants(const char* name, const heed::TensorView& q, const heed::Tens
 
 // Times the prefill case on both tiled kernels, planned as with HEED_CUDA_TILED=mma and =wgmma
 // (same planner, same entry point), one JSON object each with "variant_of" and "tflops".
-void time_tiled_variants(const char* name, const heed::TensorView& q, const heed::TensorView& k,
-                         const heed::TensorView& v, heed::TensorView& out, float scale,
-                         const heed::AttentionOptions& options, double flops, int reps) {
+void time_tiled_variants(const char* name, const BenchTensors& t, float scale, const heed::AttentionOptions& options,
+                         double flops, int reps) {
   using namespace heed;
   using Kernel = plan::CudaTiledKernel;
-  const call::Call problem = call::validate_call(q, k, v, out, scale, options);
-  const plan::CudaDeviceInfo& device = heed::device::cuda_device_info(q.device, "heed_cuda_bench");
+  const call::Call problem = call::validate_call(t.q, t.k, t.v, t.out, scale, options);
+  const plan::CudaDeviceInfo& device = heed::device::cuda_device_info(t.q.device, "heed_cuda_bench");
   // (name, kernel, pingpong flipped, kHopperConfigs entry or -1 for the plan's)
   struct TiledVariant {
     std::string name;
@@ -314,19 +331,12 @@ struct HeadSizeTiming {
 HeadSizeTiming time_head_size(std::int64_t batch, std::int64_t q_heads, std::int64_t kv_heads, std::int64_t q_len,
                               std::int64_t kv_len, std::int64_t head_dim, bool causal, int reps) {
   using namespace heed;
-  const Shape q_shape{batch, q_heads, q_len, head_dim}, k_shape{batch, kv_heads, kv_len, head_dim};
-  auto* q = random_bf16(q_shape.numel(), 1);
-  auto* k = random_bf16(k_shape.numel(), 2);
-  auto* v = random_bf16(k_shape.numel(), 3);
-  auto* out = random_bf16(q_shape.numel(), 4);
-  const Device gpu = Device::cuda(0);
-  const TensorView qv(q, DType::BFloat16, q_shape, gpu), kv(k, DType::BFloat16, k_shape, gpu),
-      vv(v, DType::BFloat16, k_shape, gpu);
-  TensorView ov(out, DType::BFloat16, q_shape, gpu);
+  BenchTensors tensors(Shape{batch, q_heads, q_len, head_dim}, Shape{batch, kv_heads, kv_len, head_dim});
+  const Device gpu = tensors.q.device;
   AttentionOptions options;
   options.causal = causal;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  const call::Call problem = call::validate_call(qv, kv, vv, ov, scale, options);
+  const call::Call problem = call::validate_call(tensors.q, tensors.k, tensors.v, tensors.out, scale, options);
   const plan::CudaRoute route = plan::plan_cuda(problem, heed::device::cuda_device_info(gpu, "heed_cuda_bench"),
                                                 plan::environment_overrides());
   HeadSizeTiming t;
@@ -338,7 +348,7 @@ HeadSizeTiming time_head_size(std::int64_t batch, std::int64_t q_heads, std::int
   } else if (std::holds_alternative<route::Vector>(route.plan.kernel) && route.vector.head_class > 0) {
     t.compiled = route.vector.head_class;
   }
-  const auto call = [&] { attention(qv, kv, vv, ov, scale, options); };
+  const auto call = [&] { attention(tensors.q, tensors.k, tensors.v, tensors.out, scale, options); };
   const double first_ms = median_ms(call, 1, 1);
   t.ms = median_ms(call, 2, reps_within(first_ms, 500, reps));
   if (route.vector.tma) {
@@ -348,9 +358,6 @@ HeadSizeTiming time_head_size(std::int64_t batch, std::int64_t q_heads, std::int
         plan::plan_cuda(problem, heed::device::cuda_device_info(gpu, "heed_cuda_bench"), overrides);
     t.cp_async_ms = median_ms([&] { cuda::run_attention(problem, options, cp_async, nullptr); }, 2,
                               reps_within(first_ms, 500, reps));
-  }
-  for (void* pointer : {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(out)}) {
-    ok(cudaFree(pointer), "free");
   }
   return t;
 }
@@ -374,7 +381,8 @@ void time_head_sizes(int reps) {
       const HeadSizeTiming compiled = own.compiled == d ? own : timed(own.compiled);
       const double pairs = decode ? 16.0 * 32 * 8192 : 2.0 * 16 * 2048 * 2048 / 2;
       const double flops = 4.0 * pairs * static_cast<double>(d);
-      const double bytes = decode ? 2.0 * 16 * (2 * 32 * d + 2.0 * 8 * 8192 * d) : 2.0 * 2 * 16 * 2048 * 4 * d;
+      const double size = static_cast<double>(d);
+      const double bytes = decode ? 2.0 * 16 * (2 * 32 * size + 2.0 * 8 * 8192 * size) : 2.0 * 2 * 16 * 2048 * 4 * size;
       std::printf("{\"head_size\": %lld, \"mode\": \"%s\", \"compiled\": %lld, \"kernel\": \"%s\", "
                   "\"compiled_kernel\": \"%s\", \"ms\": %.5f, \"compiled_ms\": %.5f, \"tflops\": %.2f, "
                   "\"tbytes\": %.4f, \"ratio\": %.3f, \"cp_async_ms\": %.5f}\n",
@@ -423,14 +431,9 @@ int main(int argc, char** argv) {
       const Shape q_shape{c.batch, c.q_heads, c.q_len, c.head_dim};
       const Shape k_shape{c.batch, c.kv_heads, c.kv_len, c.head_dim};
       const Shape out_shape = q_shape;
-      auto* q = random_bf16(q_shape.numel(), 1);
-      auto* k = random_bf16(k_shape.numel(), 2);
-      auto* v = random_bf16(k_shape.numel(), 3);
-      auto* out = random_bf16(out_shape.numel(), 4);
-      const Device gpu = Device::cuda(0);
-      const TensorView qv(q, DType::BFloat16, q_shape, gpu), kv(k, DType::BFloat16, k_shape, gpu),
-          vv(v, DType::BFloat16, k_shape, gpu);
-      TensorView ov(out, DType::BFloat16, out_shape, gpu);
+      BenchTensors tensors(q_shape, k_shape);  // freed at the end of the iteration
+      const TensorView &qv = tensors.q, &kv = tensors.k, &vv = tensors.v;
+      TensorView& ov = tensors.out;
       AttentionOptions options;
       options.causal = c.causal;
       // HEED_BENCH_SOFTCAP=C runs every case with a logit softcap of C (its cost against the same run without).
@@ -443,16 +446,9 @@ int main(int argc, char** argv) {
                                     : 4.0 * static_cast<double>(c.batch * c.q_heads) * static_cast<double>(c.q_len) *
                                           static_cast<double>(c.kv_len) * static_cast<double>(c.head_dim) *
                                           (c.causal ? 0.5 : 1.0);
-      const auto release = [&] {
-        ok(cudaFree(q), "free");
-        ok(cudaFree(k), "free");
-        ok(cudaFree(v), "free");
-        ok(cudaFree(out), "free");
-      };
       if (variant_pass) {
-        if (c.decode) time_variants(c.name, qv, kv, vv, ov, scale, options, bytes, reps);
-        if (!c.decode) time_tiled_variants(c.name, qv, kv, vv, ov, scale, options, flops, reps);
-        release();
+        if (c.decode) time_variants(c.name, tensors, scale, options, bytes, reps);
+        if (!c.decode) time_tiled_variants(c.name, tensors, scale, options, flops, reps);
         continue;
       }
       constexpr double kBudgetMs = 1000;
@@ -485,7 +481,6 @@ int main(int argc, char** argv) {
                   bytes / (ms * 1e-3) / 1e12, flops / (ms * 1e-3) / 1e12, copy, peak, composed_ms, batched_ms,
                   bytes / (batched_ms * 1e-3) / 1e12);
       std::fflush(stdout);
-      release();
     }
   }
   return 0;
