@@ -1,9 +1,10 @@
 // heed_cuda_bench: the GPU benchmark of scripts/gpu-check. Measures the card's copy bandwidth
-// (device-to-device, bytes read + written) and bfloat16 matrix peak (a cuBLAS GEMM), then times
-// heed on each case with CUDA events (median of the repetitions after a warm-up; long calls take
-// fewer repetitions, within about a second per figure) and prints one JSON object per case:
-// milliseconds, bytes (q + k + v read once, out written once) and FLOPs (decode: of the visible
-// pairs; prefill: 4·B·Hq·Lq·Lk·D, halved for causal, as FlashAttention counts).
+// (device-to-device, bytes read + written), its read bandwidth (a kernel that only reads) and
+// bfloat16 matrix peak (a cuBLAS GEMM), then times heed on each case with CUDA events (median of
+// the repetitions after a warm-up; long calls take fewer repetitions, within about a second per
+// figure) and prints one JSON object per case: milliseconds, bytes (q + k + v read once, out
+// written once) and FLOPs (decode: of the visible pairs; prefill: 4·B·Hq·Lq·Lk·D, halved for
+// causal, as FlashAttention counts).
 // After every case's line, the decode cases are timed again in variants of the planned vector
 // route, one JSON object each with "variant_of" (the A/B table of torch_cuda_compare.py;
 // --no-variants skips them):
@@ -22,6 +23,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -145,6 +147,53 @@ double copy_tbytes() {
   ok(cudaFree(a), "free");
   ok(cudaFree(b), "free");
   return 2.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e12;
+}
+
+// Sums 16-byte words (four to a thread per step, in flight together) and stores one word per
+// block: the loads cannot be dropped, and the stores are a few KiB against the GiB read.
+__global__ void read_kernel(const uint4* __restrict__ data, std::int64_t count, unsigned* __restrict__ sums) {
+  const std::int64_t stride = std::int64_t(gridDim.x) * blockDim.x;
+  std::int64_t n = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+  unsigned sum = 0;
+  for (; n + 3 * stride < count; n += 4 * stride) {
+    const uint4 a = data[n], b = data[n + stride], c = data[n + 2 * stride], d = data[n + 3 * stride];
+    sum += (a.x ^ a.y ^ a.z ^ a.w) + (b.x ^ b.y ^ b.z ^ b.w) + (c.x ^ c.y ^ c.z ^ c.w) + (d.x ^ d.y ^ d.z ^ d.w);
+  }
+  for (; n < count; n += stride) {
+    const uint4 a = data[n];
+    sum += a.x ^ a.y ^ a.z ^ a.w;
+  }
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  __shared__ unsigned warp_sums[32];
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = sum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned total = 0;
+    for (unsigned w = 0; w < blockDim.x / 32; ++w) total += warp_sums[w];
+    sums[blockIdx.x] = total;
+  }
+}
+
+// A kernel that reads 1 GiB (8 blocks of 256 threads per SM), bytes read per second: the ceiling
+// of a call that reads far more than it writes (decode).
+double read_tbytes() {
+  const std::size_t bytes = std::size_t{1} << 30;
+  int sms = 0;
+  ok(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute");
+  const int blocks = std::max(sms, 1) * 8;
+  void *data = nullptr, *sums = nullptr;
+  ok(cudaMalloc(&data, bytes), "cudaMalloc");
+  ok(cudaMalloc(&sums, static_cast<std::size_t>(blocks) * sizeof(unsigned)), "cudaMalloc");
+  ok(cudaMemset(data, 1, bytes), "memset");
+  const auto read_all = [&] {
+    read_kernel<<<blocks, 256>>>(static_cast<const uint4*>(data), static_cast<std::int64_t>(bytes / sizeof(uint4)),
+                                 static_cast<unsigned*>(sums));
+    ok(cudaGetLastError(), "read");
+  };
+  const double ms = median_ms(read_all, 3, 20);
+  ok(cudaFree(data), "free");
+  ok(cudaFree(sums), "free");
+  return static_cast<double>(bytes) / (ms * 1e-3) / 1e12;
 }
 
 // cuBLAS bfloat16 GEMM (float32 accumulation) of 8192 x 8192 x 8192: the matrix peak the
@@ -416,8 +465,9 @@ int main(int argc, char** argv) {
     return false;
   };
   const double copy = copy_tbytes();
+  const double read_only = read_tbytes();
   const double peak = gemm_tflops();
-  std::printf("{\"copy_tbytes\": %.4f, \"bf16_gemm_tflops\": %.1f}\n", copy, peak);
+  std::printf("{\"copy_tbytes\": %.4f, \"read_tbytes\": %.4f, \"bf16_gemm_tflops\": %.1f}\n", copy, read_only, peak);
   if (head_sizes) {
     time_head_sizes(reps);
     return 0;
@@ -473,13 +523,13 @@ int main(int argc, char** argv) {
                   "\"kv_len\": %lld, \"head_dim\": %lld, \"causal\": %s, \"decode\": %s, \"kernel\": \"%s\", "
                   "\"partitions\": %lld, \"ms\": %.5f, \"bytes\": %.0f, \"flops\": %.0f, \"tbytes\": %.4f, "
                   "\"tflops\": %.2f, \"copy_tbytes\": %.4f, \"peak_tflops\": %.1f, \"composed_ms\": %.5f, \"batched_ms\": %.5f, "
-                  "\"batched_tbytes\": %.4f}\n",
+                  "\"batched_tbytes\": %.4f, \"read_tbytes\": %.4f}\n",
                   c.name, static_cast<long long>(c.batch), static_cast<long long>(c.q_heads),
                   static_cast<long long>(c.kv_heads), static_cast<long long>(c.q_len), static_cast<long long>(c.kv_len),
                   static_cast<long long>(c.head_dim), c.causal ? "true" : "false", c.decode ? "true" : "false",
                   plan.kernel_name.c_str(), static_cast<long long>(vector ? vector->blocks : 0), ms, bytes, flops,
                   bytes / (ms * 1e-3) / 1e12, flops / (ms * 1e-3) / 1e12, copy, peak, composed_ms, batched_ms,
-                  bytes / (batched_ms * 1e-3) / 1e12);
+                  bytes / (batched_ms * 1e-3) / 1e12, read_only);
       std::fflush(stdout);
     }
   }
