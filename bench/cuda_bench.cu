@@ -4,7 +4,10 @@
 // the repetitions after a warm-up; long calls take fewer repetitions, within about a second per
 // figure) and prints one JSON object per case: milliseconds, bytes (q + k + v read once, out
 // written once) and FLOPs (decode: of the visible pairs; prefill: 4·B·Hq·Lq·Lk·D, halved for
-// causal, as FlashAttention counts).
+// causal, as FlashAttention counts). "graph_ms" is the device time of one call without host work:
+// the call as the user makes it, captured "graph_calls" times into a CUDA graph, the graph's
+// replays timed, over the calls (graph_ms; -1 where capture fails); prefill cases also give the
+// composed route's ("composed_graph_ms").
 // After every case's line, the decode cases are timed again in variants of the planned vector
 // route, one JSON object each with "variant_of" (the A/B table of torch_cuda_compare.py;
 // --no-variants skips them):
@@ -26,6 +29,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -114,17 +118,18 @@ struct BenchTensors {
   BenchTensors& operator=(const BenchTensors&) = delete;
 };
 
+// The median of `reps` calls, each between two events recorded on `stream` (the calls' stream).
 template <typename F>
-double median_ms(F&& call, int warmup, int reps) {
+double median_ms(F&& call, int warmup, int reps, cudaStream_t stream = nullptr) {
   cudaEvent_t start, stop;
   ok(cudaEventCreate(&start), "event");
   ok(cudaEventCreate(&stop), "event");
   for (int i = 0; i < warmup; ++i) call();
   std::vector<float> times;
   for (int i = 0; i < reps; ++i) {
-    ok(cudaEventRecord(start), "record");
+    ok(cudaEventRecord(start, stream), "record");
     call();
-    ok(cudaEventRecord(stop), "record");
+    ok(cudaEventRecord(stop, stream), "record");
     ok(cudaEventSynchronize(stop), "sync");
     float ms = 0;
     ok(cudaEventElapsedTime(&ms, start, stop), "elapsed");
@@ -134,6 +139,69 @@ double median_ms(F&& call, int warmup, int reps) {
   ok(cudaEventDestroy(stop), "event");
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
+}
+
+// Calls captured into one graph by graph_ms: 20, fewer for calls of more than 2.5 ms (at least 2),
+// so that a replay takes about 50 ms or less.
+int graph_calls(double call_ms) {
+  return static_cast<int>(std::clamp(50.0 / std::max(call_ms, 1e-3), 2.0, 20.0));
+}
+
+// The device time of one call without host work: `calls` calls of `call(stream)` captured into a
+// CUDA graph on a stream of its own (non-blocking, relaxed capture: heed's scratch comes from
+// cudaMallocFromPoolAsync, which captures as memory nodes), the graph instantiated and replayed
+// once, then its replays timed between events on that stream (median; within about `budget_ms`,
+// 3 to `reps` replays), over `calls`. Where a step fails (a CUDA error or an exception from the
+// call) it says so on stderr, clears the error, ends the capture, destroys what it made and
+// returns -1: the bench goes on.
+template <typename F>
+double graph_ms(F&& call, int calls, double budget_ms, int reps) {
+  const auto failed = [](cudaError_t status, const char* what) {
+    if (status == cudaSuccess) return false;
+    std::fprintf(stderr, "heed_cuda_bench: graph: %s: %s\n", what, cudaGetErrorString(status));
+    (void)cudaGetLastError();
+    return true;
+  };
+  cudaStream_t stream = nullptr;
+  if (failed(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags")) return -1;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  bool good = !failed(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
+  if (good) {
+    try {
+      for (int i = 0; i < calls; ++i) call(stream);
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "heed_cuda_bench: graph: the captured call threw: %s\n", error.what());
+      good = false;
+    } catch (...) {
+      std::fprintf(stderr, "heed_cuda_bench: graph: the captured call threw\n");
+      good = false;
+    }
+    // Ended whatever happened, so that the stream leaves capture (an invalidated capture ends
+    // with an error and no graph).
+    const bool ended = !failed(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+    good = good && ended && graph != nullptr;
+  }
+  if (good) good = !failed(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  if (good) {
+    good = !failed(cudaGraphLaunch(exec, stream), "cudaGraphLaunch") &&
+           !failed(cudaStreamSynchronize(stream), "the warm-up replay");
+  }
+  double ms = -1;
+  if (good) {
+    const auto replay = [&] { good = good && !failed(cudaGraphLaunch(exec, stream), "cudaGraphLaunch"); };
+    const double first_ms = median_ms(replay, 0, 1, stream);
+    const double replay_ms = median_ms(replay, 0, reps_within(first_ms, budget_ms, reps), stream);
+    if (good) ms = replay_ms / calls;
+  }
+  (void)cudaStreamSynchronize(stream);
+  if (exec != nullptr) (void)cudaGraphExecDestroy(exec);
+  if (graph != nullptr) (void)cudaGraphDestroy(graph);
+  (void)cudaStreamDestroy(stream);
+  // The graph's memory nodes keep their memory cached for the device's graphs: given back here.
+  (void)cudaDeviceGraphMemTrim(0);
+  (void)cudaGetLastError();
+  return ms;
 }
 
 // Device-to-device copy of 1 GiB, bytes read + written per second.
@@ -510,26 +578,34 @@ int main(int argc, char** argv) {
       const double batched_ms = median_ms([&] {
         for (int i = 0; i < kBatch; ++i) call();
       }, 1, reps_within(ms * kBatch, kBudgetMs, std::max(reps / 3, 3))) / kBatch;
-      double composed_ms = -1;
+      // The call as the user makes it, on a stream, captured into a graph: the device's time alone.
+      const int calls = graph_calls(ms);
+      const double graph = graph_ms([&](cudaStream_t stream) { attention(qv, kv, vv, ov, scale, options, Stream{stream}); },
+                                    calls, kBudgetMs, std::max(reps / 3, 3));
+      double composed_ms = -1, composed_graph_ms = -1;
       if (!c.decode) {
         AttentionOptions composed = options;
         composed.route = RouteChoice::Composed;
         const auto composed_call = [&] { attention(qv, kv, vv, ov, scale, composed); };
         const double composed_first = median_ms(composed_call, 0, 1);
         composed_ms = median_ms(composed_call, 1, reps_within(composed_first, kBudgetMs, std::max(reps / 3, 3)));
+        composed_graph_ms = graph_ms(
+            [&](cudaStream_t stream) { attention(qv, kv, vv, ov, scale, composed, Stream{stream}); },
+            graph_calls(composed_ms), kBudgetMs, std::max(reps / 3, 3));
       }
       const auto* vector = std::get_if<route::Vector>(&plan.kernel);
       std::printf("{\"name\": \"%s\", \"batch\": %lld, \"q_heads\": %lld, \"kv_heads\": %lld, \"q_len\": %lld, "
                   "\"kv_len\": %lld, \"head_dim\": %lld, \"causal\": %s, \"decode\": %s, \"kernel\": \"%s\", "
                   "\"partitions\": %lld, \"ms\": %.5f, \"bytes\": %.0f, \"flops\": %.0f, \"tbytes\": %.4f, "
                   "\"tflops\": %.2f, \"copy_tbytes\": %.4f, \"peak_tflops\": %.1f, \"composed_ms\": %.5f, \"batched_ms\": %.5f, "
-                  "\"batched_tbytes\": %.4f, \"read_tbytes\": %.4f}\n",
+                  "\"batched_tbytes\": %.4f, \"read_tbytes\": %.4f, \"graph_ms\": %.5f, \"graph_calls\": %d, "
+                  "\"composed_graph_ms\": %.5f}\n",
                   c.name, static_cast<long long>(c.batch), static_cast<long long>(c.q_heads),
                   static_cast<long long>(c.kv_heads), static_cast<long long>(c.q_len), static_cast<long long>(c.kv_len),
                   static_cast<long long>(c.head_dim), c.causal ? "true" : "false", c.decode ? "true" : "false",
                   plan.kernel_name.c_str(), static_cast<long long>(vector ? vector->blocks : 0), ms, bytes, flops,
                   bytes / (ms * 1e-3) / 1e12, flops / (ms * 1e-3) / 1e12, copy, peak, composed_ms, batched_ms,
-                  bytes / (batched_ms * 1e-3) / 1e12, read_only);
+                  bytes / (batched_ms * 1e-3) / 1e12, read_only, graph, calls, composed_graph_ms);
       std::fflush(stdout);
     }
   }
