@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Times PyTorch's scaled_dot_product_attention on the shapes of heed_cuda_bench (bfloat16,
 GQA through enable_gqa=True) with CUDA events, each backend separately (cuDNN, flash,
-efficient; the math backend on small shapes only), and prints the combined table: heed's
-figure, PyTorch's best backend, and the card's copy bandwidth; then the prefill table: TFLOP/s
+efficient; the math backend on small shapes only): one call, 10 back to back, and as a CUDA
+graph of up to 20 calls replayed (the device's time without host work, as heed_cuda_bench's
+graph_ms times heed), and prints the combined table: heed's figure, PyTorch's best backend,
+the card's copy and read bandwidth and both graph figures; then the prefill table: TFLOP/s
 of heed, of its composed route and of each PyTorch backend, heed's fraction of the bfloat16
 matrix peak (a cuBLAS GEMM timed by heed_cuda_bench in the same run) and the ratio to the best.
 PyTorch's is_causal is top-left aligned; every causal case here has Lq = Lk, where it equals
@@ -16,6 +18,8 @@ import sys
 
 
 BUDGET_MS = 600  # device time per figure: long calls take fewer repetitions (at least 3)
+# Figures of torch_backends_ms that are not one call's (left out when picking the best backend).
+MULTI_CALL = ("_batched", "_graph")
 
 
 def median_ms(fn, warmup, reps):
@@ -40,6 +44,33 @@ def median_ms(fn, warmup, reps):
         stop.synchronize()
         times.append(start.elapsed_time(stop))
     return statistics.median(times)
+
+
+def graph_calls(call_ms):
+    """Calls captured into one graph: 20, fewer for calls over 2.5 ms (at least 2), as heed_cuda_bench."""
+    return int(min(20.0, max(2.0, 50.0 / max(call_ms, 1e-3))))
+
+
+def graph_ms(fn, calls, reps):
+    """fn captured `calls` times into one CUDA graph, warmed up on a side stream before the capture
+    (as PyTorch's CUDA graph notes require), replayed once, then its replays timed as median_ms
+    times calls (on the current stream, where replay launches), over `calls`."""
+    import torch
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    ms = median_ms(graph.replay, 0, reps) / calls
+    del graph
+    return ms
 
 
 def backends():
@@ -74,6 +105,17 @@ def torch_best(case, reps):
                 results[name + "_batched"] = batched
         except Exception as error:  # a backend that cannot serve the shape
             results[name] = None
+            continue
+        try:
+            with sdpa_kernel([backend]):
+                results[name + "_graph"] = graph_ms(fn, graph_calls(results[name]), max(reps // 3, 3))
+        except Exception as error:  # capture failed: no graph figure for this backend
+            results[name + "_graph"] = None
+            print(f"torch_cuda_compare: {case['name']}, {name}: CUDA graph failed: {error}", file=sys.stderr)
+            try:
+                torch.cuda.synchronize()
+            except Exception:
+                pass
     del q, k, v
     torch.cuda.empty_cache()
     return results
@@ -105,21 +147,26 @@ def main():
         row = dict(case)
         if have_torch:
             backends = torch_best(case, reps)
-            valid = {n: ms for n, ms in backends.items() if ms is not None and not n.endswith("_batched")}
+            valid = {n: ms for n, ms in backends.items() if ms is not None and not n.endswith(MULTI_CALL)}
             best = min(valid, key=valid.get) if valid else None
             row["torch_backends_ms"] = backends
             row["torch_best"] = best
             row["torch_ms"] = valid[best] if best else None
             batched = [ms for n, ms in backends.items() if n.endswith("_batched") and ms is not None]
             row["torch_batched_ms"] = min(batched) if batched else None
+            graphs = {n[:-len("_graph")]: ms for n, ms in backends.items() if n.endswith("_graph") and ms is not None}
+            row["torch_graph_best"] = min(graphs, key=graphs.get) if graphs else None
+            row["torch_graph_ms"] = graphs[row["torch_graph_best"]] if graphs else None
         rows.append(row)
     if out_json:
         with open(out_json, "w") as f:
             json.dump({"torch": version, "cases": rows, "variants": variants}, f, indent=1)
 
-    print(f"\nheed vs PyTorch {version} SDPA (bfloat16; bytes = q + k + v + out; copy = measured D2D copy, read + write)")
+    print(f"\nheed vs PyTorch {version} SDPA (bfloat16; bytes = q + k + v + out; copy = measured D2D copy, read + write;"
+          " read = measured read-only kernel)")
     header = (f"{'case':31} {'heed kernel':26} {'heed ms':>8} {'heed':>12} {'%copy':>5} {'torch ms':>8} {'torch':>12} "
-              f"{'backend':>9} {'copy TB/s':>9} {'vs torch':>8} | {'b2b heed':>9} {'b2b torch':>9}")
+              f"{'backend':>9} {'copy TB/s':>9} {'read TB/s':>9} {'vs torch':>8} | {'b2b heed':>9} {'b2b torch':>9} | "
+              f"{'graph heed':>10} {'graph torch':>11} {'graph vs torch':>14}")
     print(header)
     print("-" * len(header))
     for r in rows:
@@ -141,10 +188,18 @@ def main():
             b2b_torch = f"{r['flops'] / (tb * 1e-3) / 1e12:6.1f} TF/s" if tb else "n/a"
         torch_text = f"{torch_rate:7.2f} {unit:4}" if torch_rate else "n/a"
         torch_ms_text = f"{torch_ms:8.4f}" if torch_ms else "n/a"
+        read = f"{r['read_tbytes']:9.2f}" if positive(r.get("read_tbytes")) else "n/a"
+        heed_graph, torch_graph = positive(r.get("graph_ms")), positive(r.get("torch_graph_ms"))
+        graph_ratio = f"{torch_graph / heed_graph:7.2f}x" if heed_graph and torch_graph else "n/a"
         print(f"{r['name']:31} {r['kernel']:26} {r['ms']:8.4f} {heed_rate:7.2f} {unit:4} {frac:>5} {torch_ms_text:>8} "
-              f"{torch_text:>12} {str(r.get('torch_best')):>9} {r['copy_tbytes']:9.2f} {ratio:>8} | {b2b_heed:>9} {b2b_torch:>9}")
+              f"{torch_text:>12} {str(r.get('torch_best')):>9} {r['copy_tbytes']:9.2f} {read:>9} {ratio:>8} | "
+              f"{b2b_heed:>9} {b2b_torch:>9} | {rate_text(r, heed_graph):>10} {rate_text(r, torch_graph):>11} "
+              f"{graph_ratio:>14}")
     print("rates: one call between CUDA events (median); b2b: 10 calls back to back / 10 (host work overlapped);"
           " vs torch = torch ms / heed ms")
+    print("graph: the call captured up to 20 times into a CUDA graph (heed: as the user calls it, on a stream;"
+          " torch: its fastest backend so captured), the replays timed / the calls: device time without host work;"
+          " graph vs torch = torch graph ms / heed graph ms")
     print_prefill(rows, version)
     print_variants(variants)
 
@@ -176,6 +231,20 @@ def print_variants(variants):
         warps = str(v.get("warps") or "-") if v["ring_items"] else "-"
         print(f"{v['variant_of']:27} {v['variant']:19} {v['kernel']:26} {v['partitions']:5d} {ring:>4} {blocks:>3} "
               f"{warps:>3} {v['ms']:8.4f} {v['tbytes']:6.2f} {v['batched_tbytes']:8.2f} {ratio:>10}")
+
+
+def positive(value):
+    """A figure the bench measured: None where missing, null or -1 (not measured, or it failed)."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+
+
+def rate_text(row, ms):
+    """The rate of the case's work in `ms`, as the b2b columns print it (TB/s decode, TF/s prefill)."""
+    if not ms:
+        return "n/a"
+    if row["decode"]:
+        return f"{row['bytes'] / (ms * 1e-3) / 1e12:5.2f} TB/s"
+    return f"{row['flops'] / (ms * 1e-3) / 1e12:6.1f} TF/s"
 
 
 def tflops(row, ms):
