@@ -379,13 +379,17 @@ __global__ void __launch_bounds__(Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kT
       const int n0 = (tile_first + step) * kBlockN;
       const bool edge = n0 + kBlockN > kv_len || (g.causal && n0 + kBlockN - 1 > reach.diag_first) ||
                         (window > 0 && n0 <= reach.diag_last - window);
-      // Edge tiles and capped scores are transformed here (hidden keys -inf); inner tiles take
-      // the scale in the exponent's FFMA, their maximum scale × the raw maximum (minimum under a
-      // negative scale).
+      // Edge tiles and capped scores are scaled and shaped here (hidden keys -inf), the cap's
+      // multiply left to the exponent's FFMA; inner tiles take the whole scale there, their
+      // maximum scale × the raw maximum (minimum under a negative scale).
       float multiplier = 1.0f;
       float tile_max[2] = {-INFINITY, -INFINITY};
       if (edge || !a.transform.linear()) {
-        tiled::transform_scores<T, kNTiles>(s, a.transform);
+#pragma unroll
+        for (int j = 0; j < kNTiles; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[j][e] = a.transform.shaped(s[j][e] * a.transform.dot_scale, KernelTanh<T>{});
+        multiplier = a.transform.finish_scale();
         if (edge) {
           int lo[2], hi[2];
           tiled::visible_columns<kBlockN>(n0, key_lo, key_hi, lo, hi);
@@ -411,9 +415,9 @@ __global__ void __launch_bounds__(Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kT
 #pragma unroll
           for (int half = 0; half < 2; ++half) tile_max[half] = tile_min[half];
         }
-#pragma unroll
-        for (int half = 0; half < 2; ++half) tile_max[half] *= multiplier;
       }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) tile_max[half] *= multiplier;
       // A row that has seen no key keeps max -inf and takes frame 0: weights 0, not NaN.
       float frame[2];
 #pragma unroll

@@ -100,6 +100,13 @@ struct Transform {
     if (linear()) return x;
     return tanh(x) * cap_scale;
   }
+  // finish(x) = shaped(x) × finish_scale(), for kernels that fold the last multiply into their
+  // exponent's FMA (finish_scale() > 0 keeps the order of scores, so maxima may be taken first).
+  template <typename V, typename Tanh>
+  HEED_HOST_DEVICE V shaped(V x, Tanh tanh) const {
+    return linear() ? x : tanh(x);
+  }
+  HEED_HOST_DEVICE float finish_scale() const { return linear() ? 1.0f : cap_scale; }
 };
 
 // tanh(x) as 1 - 2 / (e^(2x) + 1) through a kernel's base-2 exponential: one exp2 and one
