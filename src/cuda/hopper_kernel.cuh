@@ -214,97 +214,106 @@ __device__ __forceinline__ void to_weights(const float (&s)[kBlockN / 8][4], std
   }
 }
 
-template <typename T, int kD, int kDv, int kKeyBlockN, int kKeyConsumers>
-__global__ void __launch_bounds__(Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kThreads,
-                                  Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kMinBlocks)
-    hopper_kernel(const __grid_constant__ HopperArgs a) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Tr = Traits<kD, kDv, kKeyBlockN, kKeyConsumers>;
-  constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kStages = Tr::kStages;
-  constexpr int kNTiles = kBlockN / 8;  // 8-key score fragments per tile
-  constexpr int kOTiles = Tr::kDvPer / 8;  // 8-column output fragments
-  extern __shared__ unsigned char shared_raw[];
-  // The swizzle's atoms are 1024 bytes: align the base (the planner adds 1 KiB for this).
-  const unsigned raw = shared_address(shared_raw);
-  const unsigned base = (raw + 1023u) & ~1023u;
-  unsigned char* const shared = shared_raw + (base - raw);
-  const unsigned q_tile = base, ring = base + Tr::kRingOffset;
-  const Barriers<kStages> barriers{base + Tr::kBarrierOffset};
-
-  const Call& g = a;
-  const tiled::BlockPlace place = tiled::block_place(a.heads_inner);
-  const std::int64_t b = place.z, kv_head = place.kv_head;
-  const int row0 = static_cast<int>((a.row_blocks - 1 - place.row_block) * kBlockM);  // longest first
-  const int rows = static_cast<int>(a.rows), group = static_cast<int>(g.group);
-  const int kv_len = static_cast<int>(g.kv_len), q_len = static_cast<int>(g.q_len), offset = kv_len - q_len;
-  const int window = g.window > 0 ? static_cast<int>(min(g.window, g.kv_len + g.q_len)) : 0;
+// The block's rows and the key tiles they see: 64 × consumers packed rows of one (batch, key
+// head), longest first, and the call's sizes as ints.
+struct Block {
+  std::int64_t b, kv_head;
+  int row0, rows, group, kv_len, offset, window;
   // The call's D and Dv, at most the compiled ones: TMA reads zeros past them (the maps hold the
   // call's sizes); the consumers' own copies and stores skip those columns.
-  const int head_dim = static_cast<int>(g.head_dim), value_dim = static_cast<int>(g.value_dim);
-  const int row_last = min(row0 + kBlockM, rows) - 1;
-  const tiled::BlockReach reach = tiled::block_reach(row0, row_last, group, offset, window, g.causal, kv_len);
-  const int tile_first = reach.begin / kBlockN;
-  const int n_tiles = reach.begin < reach.end ? (reach.end + kBlockN - 1) / kBlockN - tile_first : 0;
+  int head_dim, value_dim;
+  tiled::BlockReach reach;
+  int tile_first, n_tiles;
+};
 
-  if (threadIdx.x == 0) {
-    for (int stage = 0; stage < kStages; ++stage) {
-      ptx::mbarrier_init(barriers.full_k(stage), 1);
-      ptx::mbarrier_init(barriers.full_v(stage), 1);
-      ptx::mbarrier_init(barriers.empty_k(stage), 4 * Tr::kConsumers);  // one arrival per consumer warp
-      ptx::mbarrier_init(barriers.empty_v(stage), 4 * Tr::kConsumers);
-    }
-    for (int consumer = 0; consumer < Tr::kConsumers; ++consumer) ptx::mbarrier_init(barriers.full_q(consumer), 1);
-    ptx::fence_mbarrier_init();
+template <typename Tr>
+__device__ __forceinline__ Block block_of(const HopperArgs& a) {
+  const Call& g = a;
+  const tiled::BlockPlace place = tiled::block_place(a.heads_inner);
+  Block block;
+  block.b = place.z;
+  block.kv_head = place.kv_head;
+  block.row0 = static_cast<int>((a.row_blocks - 1 - place.row_block) * Tr::kBlockM);  // longest first
+  block.rows = static_cast<int>(a.rows);
+  block.group = static_cast<int>(g.group);
+  block.kv_len = static_cast<int>(g.kv_len);
+  block.offset = block.kv_len - static_cast<int>(g.q_len);
+  block.window = g.window > 0 ? static_cast<int>(min(g.window, g.kv_len + g.q_len)) : 0;
+  block.head_dim = static_cast<int>(g.head_dim);
+  block.value_dim = static_cast<int>(g.value_dim);
+  const int row_last = min(block.row0 + Tr::kBlockM, block.rows) - 1;
+  block.reach = tiled::block_reach(block.row0, row_last, block.group, block.offset, block.window, g.causal, block.kv_len);
+  block.tile_first = block.reach.begin / Tr::kBlockN;
+  block.n_tiles = block.reach.begin < block.reach.end ? (block.reach.end + Tr::kBlockN - 1) / Tr::kBlockN - block.tile_first : 0;
+  return block;
+}
+
+template <typename Tr>
+__device__ __forceinline__ void init_barriers(const Barriers<Tr::kStages>& barriers) {
+  for (int stage = 0; stage < Tr::kStages; ++stage) {
+    ptx::mbarrier_init(barriers.full_k(stage), 1);
+    ptx::mbarrier_init(barriers.full_v(stage), 1);
+    ptx::mbarrier_init(barriers.empty_k(stage), 4 * Tr::kConsumers);  // one arrival per consumer warp
+    ptx::mbarrier_init(barriers.empty_v(stage), 4 * Tr::kConsumers);
   }
-  __syncthreads();
+  for (int consumer = 0; consumer < Tr::kConsumers; ++consumer) ptx::mbarrier_init(barriers.full_q(consumer), 1);
+  ptx::fence_mbarrier_init();
+}
 
-  // Through a shuffle from lane 0 the compiler knows the warpgroup is the same in every lane
-  // (uniform registers for what derives from it: the consumer, its rows, its descriptors).
-  const int warpgroup = __shfl_sync(0xFFFFFFFFu, static_cast<int>(threadIdx.x / 128), 0);
-  if (warpgroup == 0) {
-    ptx::setmaxnreg_dec<Tr::kProducerRegisters>();
-    if (threadIdx.x == 0) {
-      produce<Tr>(a, barriers, q_tile, ring, row0, group, tile_first, n_tiles, static_cast<int>(kv_head),
-                  static_cast<int>(b));
-    }
-  } else {
-    ptx::setmaxnreg_inc<Tr::kConsumerRegisters>();
-    const int consumer = warpgroup - 1;
-    const int thread = threadIdx.x - 128 * warpgroup;
-    const int lane = thread & 31, warp = thread >> 5;  // warp within the warpgroup
-    const int quad_row = lane >> 2, quad_col = lane & 3;
-    const int wg_row0 = Tr::first_row(consumer);
-    const int d0 = Tr::first_column(consumer), dv0 = Tr::first_value_column(consumer);
+// One consumer warpgroup: its 64 rows' online softmax state and O, the products it issues, and
+// the store of its rows. Every member is inlined into the kernel, so the state stays in registers.
+template <typename T, typename Tr>
+struct Consumer {
+  static constexpr int kBlockN = Tr::kBlockN, kStages = Tr::kStages;
+  static constexpr int kNTiles = kBlockN / 8;      // 8-key score fragments per tile
+  static constexpr int kOTiles = Tr::kDvPer / 8;   // 8-column output fragments
+  static constexpr int kQRegisterSteps = Tr::kQRegisterSteps;
+  using Scores = float[kNTiles][4];
+  using Weights = std::uint32_t[kBlockN / 16][4];
 
-    // Q: this warpgroup's 64 rows by TMA (the producer's first load), else 16-byte copies into the
-    // swizzled layout (zeros past the last row).
-    if (a.q_rows_tma) {
-      ptx::mbarrier_wait(barriers.full_q(consumer), 0);
-    } else {
-      copy_q<T, Tr>(a, q_tile, b, kv_head, row0, rows, group, head_dim, consumer, thread);
-    }
+  const HopperArgs& a;
+  const Block& block;
+  const Barriers<kStages> barriers;
+  const int consumer, thread, lane, warp, quad_row, quad_col, wg_row0, d0, dv0;
+  int key_lo[2], key_hi[2];
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+  float o[kOTiles][4];
+  // The depth split keeps most of its Q in registers (A fragments, 4 registers per 16-column
+  // step), so S reads little more than K from shared memory: with 32-key tiles Q would
+  // otherwise be read again every tile, 64 KiB of the block's roughly 160 KiB per tile.
+  std::uint32_t q_fragments[Tr::kSplit ? kQRegisterSteps : 1][4];
+  // Descriptors of this consumer's Q rows (and half of D), of K in stage 0 (its half of D) and
+  // of V in stage 0 (its half of Dv).
+  std::uint64_t q_base, k_base, v_base;
 
-    int key_lo[2], key_hi[2];
+  __device__ __forceinline__ Consumer(const HopperArgs& args, const Block& shape, Barriers<kStages> bars,
+                                      unsigned q_tile, unsigned ring, int warpgroup)
+      : a(args), block(shape), barriers(bars), consumer(warpgroup - 1), thread(threadIdx.x - 128 * warpgroup),
+        lane(thread & 31), warp(thread >> 5), quad_row(lane >> 2), quad_col(lane & 3),
+        wg_row0(Tr::first_row(consumer)), d0(Tr::first_column(consumer)), dv0(Tr::first_value_column(consumer)) {
+    const Call& g = a;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      tiled::row_reach(row0 + wg_row0 + warp * 16 + quad_row + 8 * half, rows, group, offset, window, g.causal,
-                       kv_len, key_lo[half], key_hi[half]);
+      tiled::row_reach(block.row0 + wg_row0 + warp * 16 + quad_row + 8 * half, block.rows, block.group, block.offset, block.window,
+                       g.causal, block.kv_len, key_lo[half], key_hi[half]);
     }
-
-    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
-    float o[kOTiles][4];
 #pragma unroll
     for (int j = 0; j < kOTiles; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
-    // Descriptors of this consumer's Q rows (and half of D), of K in stage 0 (its half of D) and
-    // of V in stage 0 (its half of Dv).
-    const std::uint64_t q_base = descriptor(q_tile + wg_row0 * 128 + (d0 / 64) * Tr::kQPanel, 16, 1024);
-    // The depth split keeps most of its Q in registers (A fragments, 4 registers per 16-column
-    // step), so S reads little more than K from shared memory: with 32-key tiles Q would
-    // otherwise be read again every tile, 64 KiB of the block's roughly 160 KiB per tile.
-    constexpr int kQRegisterSteps = Tr::kQRegisterSteps;
-    std::uint32_t q_fragments[Tr::kSplit ? kQRegisterSteps : 1][4];
+    q_base = descriptor(q_tile + wg_row0 * 128 + (d0 / 64) * Tr::kQPanel, 16, 1024);
+    k_base = descriptor(ring + (d0 / 64) * Tr::kRingPanel, 16, 1024);
+    v_base = descriptor(ring + Tr::kKBytes + (dv0 / 64) * Tr::kRingPanel, Tr::kRingPanel, 1024);
+  }
+
+  // Q: this warpgroup's 64 rows by TMA (the producer's first load), else 16-byte copies into the
+  // swizzled layout (zeros past the last row); the depth split's register steps then loaded.
+  __device__ __forceinline__ void load_q(unsigned q_tile) {
+    if (a.q_rows_tma) {
+      ptx::mbarrier_wait(barriers.full_q(consumer), 0);
+    } else {
+      copy_q<T, Tr>(a, q_tile, block.b, block.kv_head, block.row0, block.rows, block.group, block.head_dim, consumer, thread);
+    }
     if constexpr (Tr::kSplit) {
       // ldmatrix x4: lanes 0-15 address rows 0-15 of the warp's 16 at the step's first 8 columns,
       // lanes 16-31 the same rows at the next 8 (the mma.sync m16n8k16 A fragment).
@@ -314,190 +323,204 @@ __global__ void __launch_bounds__(Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kT
         ptx::ldmatrix_x4(q_tile + swizzled(r, d0 / 8 + 2 * kk + (lane >> 4), Tr::kQPanel), q_fragments[kk]);
       }
     }
-    const std::uint64_t k_base = descriptor(ring + (d0 / 64) * Tr::kRingPanel, 16, 1024);
-    const std::uint64_t v_base = descriptor(ring + Tr::kKBytes + (dv0 / 64) * Tr::kRingPanel, Tr::kRingPanel, 1024);
+  }
 
-    // S = Q·Kᵀ of tile `step` into s, issued (D / 16 steps of 16 columns, 4 per 128-byte panel).
-    const auto issue_scores = [&](float (&s)[kNTiles][4], int step) {
-      const int stage = step % kStages;
-      ptx::mbarrier_wait(barriers.full_k(stage), (step / kStages) & 1);
-      const std::uint64_t k_desc = advance(k_base, stage * Tr::kStageBytes);
-      ptx::wgmma_fence();
+  // S = Q·Kᵀ of tile `step` into s, issued (D / 16 steps of 16 columns, 4 per 128-byte panel).
+  __device__ __forceinline__ void issue_scores(Scores& s, int step) {
+    const int stage = step % kStages;
+    ptx::mbarrier_wait(barriers.full_k(stage), (step / kStages) & 1);
+    const std::uint64_t k_desc = advance(k_base, stage * Tr::kStageBytes);
+    ptx::wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < Tr::kDPer / 16; ++kk) {
-        const unsigned column = (kk % 4) * 32u, panel = kk / 4;
-        if (Tr::kSplit && kk < kQRegisterSteps) {
-          Wgmma<T, kBlockN>::rk(s, q_fragments[kk], advance(k_desc, panel * Tr::kRingPanel + column), kk > 0);
-        } else {
-          Wgmma<T, kBlockN>::ss(s, advance(q_base, panel * Tr::kQPanel + column),
-                                advance(k_desc, panel * Tr::kRingPanel + column), kk > 0);
-        }
+    for (int kk = 0; kk < Tr::kDPer / 16; ++kk) {
+      const unsigned column = (kk % 4) * 32u, panel = kk / 4;
+      if (Tr::kSplit && kk < kQRegisterSteps) {
+        Wgmma<T, kBlockN>::rk(s, q_fragments[kk], advance(k_desc, panel * Tr::kRingPanel + column), kk > 0);
+      } else {
+        Wgmma<T, kBlockN>::ss(s, advance(q_base, panel * Tr::kQPanel + column),
+                              advance(k_desc, panel * Tr::kRingPanel + column), kk > 0);
       }
-      ptx::wgmma_commit();
-    };
-    // O += P·V of tile `step`, issued: the weights of keys 16kk..16kk+15 are the A fragment of
-    // step kk; V's 16 keys of step kk are 2048 bytes into each panel.
-    const auto issue_values = [&](const std::uint32_t (&p)[kBlockN / 16][4], int step) {
-      const int stage = step % kStages;
-      ptx::mbarrier_wait(barriers.full_v(stage), (step / kStages) & 1);
-      const std::uint64_t v_desc = advance(v_base, stage * Tr::kStageBytes);
-      ptx::wgmma_fence();
+    }
+    ptx::wgmma_commit();
+  }
+
+  // O += P·V of tile `step`, issued: the weights of keys 16kk..16kk+15 are the A fragment of
+  // step kk; V's 16 keys of step kk are 2048 bytes into each panel.
+  __device__ __forceinline__ void issue_values(const Weights& p, int step) {
+    const int stage = step % kStages;
+    ptx::mbarrier_wait(barriers.full_v(stage), (step / kStages) & 1);
+    const std::uint64_t v_desc = advance(v_base, stage * Tr::kStageBytes);
+    ptx::wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < kBlockN / 16; ++kk) Wgmma<T, Tr::kDvPer>::rs(o, p[kk], advance(v_desc, kk * 2048u), 1);
-      ptx::wgmma_commit();
-    };
-    // A stage's K (or V) is free once this warp's wgmma that read it has completed.
-    const auto release = [&](unsigned barrier) {
-      __syncwarp();
-      if (lane == 0) ptx::mbarrier_arrive(barrier);
-    };
-    // The depth split: this consumer's partial S of tile `step` to shared memory, then the other's
-    // added (a + b in both consumers, so both hold the same S). Two buffers alternate by tile: a
-    // consumer writes tile step + 1's only after both passed tile step's barrier, and the other
-    // read tile step - 1's before it.
-    const auto exchange = [&](float (&s)[kNTiles][4], int step) {
-      if constexpr (Tr::kSplit) {
-        float4* const buffers = reinterpret_cast<float4*>(shared + Tr::kExchangeOffset);
-        float4* const mine = buffers + ((step & 1) * 2 + consumer) * kNTiles * 128;
-        const float4* const theirs = buffers + ((step & 1) * 2 + 1 - consumer) * kNTiles * 128;
+    for (int kk = 0; kk < kBlockN / 16; ++kk) Wgmma<T, Tr::kDvPer>::rs(o, p[kk], advance(v_desc, kk * 2048u), 1);
+    ptx::wgmma_commit();
+  }
+
+  // A stage's K (or V) is free once this warp's wgmma that read it has completed.
+  __device__ __forceinline__ void release(unsigned barrier) const {
+    __syncwarp();
+    if (lane == 0) ptx::mbarrier_arrive(barrier);
+  }
+
+  // The depth split: this consumer's partial S of tile `step` to shared memory, then the other's
+  // added (a + b in both consumers, so both hold the same S). Two buffers alternate by tile: a
+  // consumer writes tile step + 1's only after both passed tile step's barrier, and the other
+  // read tile step - 1's before it.
+  __device__ __forceinline__ void exchange(Scores& s, int step, unsigned char* shared) const {
+    if constexpr (Tr::kSplit) {
+      float4* const buffers = reinterpret_cast<float4*>(shared + Tr::kExchangeOffset);
+      float4* const mine = buffers + ((step & 1) * 2 + consumer) * kNTiles * 128;
+      const float4* const theirs = buffers + ((step & 1) * 2 + 1 - consumer) * kNTiles * 128;
 #pragma unroll
-        for (int j = 0; j < kNTiles; ++j) mine[j * 128 + thread] = make_float4(s[j][0], s[j][1], s[j][2], s[j][3]);
-        ptx::bar_sync<5, 256>();
+      for (int j = 0; j < kNTiles; ++j) mine[j * 128 + thread] = make_float4(s[j][0], s[j][1], s[j][2], s[j][3]);
+      ptx::bar_sync<5, 256>();
 #pragma unroll
-        for (int j = 0; j < kNTiles; ++j) {
-          const float4 other = theirs[j * 128 + thread];
-          s[j][0] += other.x;
-          s[j][1] += other.y;
-          s[j][2] += other.z;
-          s[j][3] += other.w;
-        }
+      for (int j = 0; j < kNTiles; ++j) {
+        const float4 other = theirs[j * 128 + thread];
+        s[j][0] += other.x;
+        s[j][1] += other.y;
+        s[j][2] += other.z;
+        s[j][3] += other.w;
       }
-    };
-    // Scores of tile `step` to weights 2^(s - frame) in place (log2 domain; -inf where the key is
-    // out of the row's reach), the row maxima updated; returns the old state's rescale factors.
-    const auto softmax = [&](float (&s)[kNTiles][4], int step, float (&rescale)[2], float (&tile_sum)[2]) {
-      const int n0 = (tile_first + step) * kBlockN;
-      const bool edge = n0 + kBlockN > kv_len || (g.causal && n0 + kBlockN - 1 > reach.diag_first) ||
-                        (window > 0 && n0 <= reach.diag_last - window);
-      // Edge tiles and capped scores are scaled and shaped here (hidden keys -inf), the cap's
-      // multiply left to the exponent's FFMA; inner tiles take the whole scale there, their
-      // maximum scale × the raw maximum (minimum under a negative scale).
-      float multiplier = 1.0f;
-      float tile_max[2] = {-INFINITY, -INFINITY};
-      if (edge || !a.transform.linear()) {
+    }
+  }
+
+  // The tile's maxima of the lane's two rows, and the multiplier of the exponent's FFMA. Edge
+  // tiles and capped scores are scaled and shaped here (hidden keys -inf), the cap's multiply
+  // left to the exponent's FFMA; inner tiles take the whole scale there, their maximum scale ×
+  // the raw maximum (minimum under a negative scale).
+  __device__ __forceinline__ float tile_maxima(Scores& s, int n0, bool edge, float (&tile_max)[2]) const {
+    float multiplier = 1.0f;
+    if (edge || !a.transform.linear()) {
 #pragma unroll
-        for (int j = 0; j < kNTiles; ++j)
+      for (int j = 0; j < kNTiles; ++j)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) s[j][e] = a.transform.shaped(s[j][e] * a.transform.dot_scale, KernelTanh<T>{});
-        multiplier = a.transform.finish_scale();
-        if (edge) {
-          int lo[2], hi[2];
-          tiled::visible_columns<kBlockN>(n0, key_lo, key_hi, lo, hi);
-          tiled::hide_invisible<kNTiles>(s, lo, hi, quad_col);
-        }
+        for (int e = 0; e < 4; ++e) s[j][e] = a.transform.shaped(s[j][e] * a.transform.dot_scale, KernelTanh<T>{});
+      multiplier = a.transform.finish_scale();
+      if (edge) {
+        int lo[2], hi[2];
+        tiled::visible_columns<kBlockN>(n0, key_lo, key_hi, lo, hi);
+        tiled::hide_invisible<kNTiles>(s, lo, hi, quad_col);
+      }
+#pragma unroll
+      for (int j = 0; j < kNTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[j][e]);
+    } else {
+      multiplier = a.transform.dot_scale;
+      if (multiplier >= 0.0f) {
 #pragma unroll
         for (int j = 0; j < kNTiles; ++j)
 #pragma unroll
           for (int e = 0; e < 4; ++e) tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[j][e]);
       } else {
-        multiplier = a.transform.dot_scale;
-        if (multiplier >= 0.0f) {
+        float tile_min[2] = {INFINITY, INFINITY};
 #pragma unroll
-          for (int j = 0; j < kNTiles; ++j)
+        for (int j = 0; j < kNTiles; ++j)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[j][e]);
-        } else {
-          float tile_min[2] = {INFINITY, INFINITY};
+          for (int e = 0; e < 4; ++e) tile_min[e >> 1] = fminf(tile_min[e >> 1], s[j][e]);
 #pragma unroll
-          for (int j = 0; j < kNTiles; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) tile_min[e >> 1] = fminf(tile_min[e >> 1], s[j][e]);
-#pragma unroll
-          for (int half = 0; half < 2; ++half) tile_max[half] = tile_min[half];
-        }
+        for (int half = 0; half < 2; ++half) tile_max[half] = tile_min[half];
       }
-#pragma unroll
-      for (int half = 0; half < 2; ++half) tile_max[half] *= multiplier;
-      // A row that has seen no key keeps max -inf and takes frame 0: weights 0, not NaN.
-      float frame[2];
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const float new_max = fmaxf(row_max[half], tiled::quad_max(tile_max[half]));
-        frame[half] = new_max == -INFINITY ? 0.0f : new_max;
-        rescale[half] = ptx::ex2_approx(row_max[half] - frame[half]);
-        row_max[half] = new_max;
-        tile_sum[half] = 0.0f;
-      }
-#pragma unroll
-      for (int j = 0; j < kNTiles; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s[j][e] = ptx::ex2_approx(fmaf(s[j][e], multiplier, -frame[e >> 1]));
-          tile_sum[e >> 1] += s[j][e];
-        }
-    };
-
-    // Software pipeline within the warpgroup: tile j's S = Q·Kᵀ and tile j-1's O += P·V are in
-    // flight while the softmax of tile j runs; O is rescaled once P·V of tile j-1 is complete.
-    // With ping-pong the two warpgroups take turns to issue (n_tiles + 1 turns each, consumer 0
-    // first), so that one's softmax runs while the other's products occupy the tensor cores.
-    if (n_tiles > 0) {
-      float s[kNTiles][4];
-      std::uint32_t p[kBlockN / 16][4];
-      float rescale[2], tile_sum[2];
-      const bool pingpong = Tr::kConsumers == 2 && !Tr::kSplit && a.pingpong;
-      if (pingpong && consumer == 1) pass_turn(consumer);
-      if (pingpong) wait_turn(consumer);
-      issue_scores(s, 0);
-      if (pingpong) pass_turn(consumer);
-      ptx::wgmma_wait<0>();
-      ptx::hold(s);
-      release(barriers.empty_k(0));
-      exchange(s, 0);
-      softmax(s, 0, rescale, tile_sum);
-#pragma unroll
-      for (int half = 0; half < 2; ++half) row_sum[half] = tile_sum[half];
-      to_weights<T, kBlockN>(s, p);
-      for (int step = 1; step < n_tiles; ++step) {
-        if (pingpong) wait_turn(consumer);
-        issue_scores(s, step);
-        issue_values(p, step - 1);
-        if (pingpong) pass_turn(consumer);
-        ptx::wgmma_wait<1>();  // S of tile `step`
-        ptx::hold(s);
-        release(barriers.empty_k(step % kStages));
-        exchange(s, step);
-        softmax(s, step, rescale, tile_sum);
-        ptx::wgmma_wait<0>();  // P·V of tile step - 1
-        ptx::hold(o);
-        release(barriers.empty_v((step - 1) % kStages));
-#pragma unroll
-        for (int half = 0; half < 2; ++half) row_sum[half] = row_sum[half] * rescale[half] + tile_sum[half];
-#pragma unroll
-        for (int j = 0; j < kOTiles; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) o[j][e] *= rescale[e >> 1];
-        to_weights<T, kBlockN>(s, p);
-      }
-      if (pingpong) wait_turn(consumer);
-      issue_values(p, n_tiles - 1);
-      if (pingpong && consumer == 0) pass_turn(consumer);  // consumer 1's last turn is its last wait
-      ptx::wgmma_wait<0>();
-      ptx::hold(o);
     }
-    // out = O / (sum + 2^sink), in the frame of the row's maximum; rows that saw no key are zeros.
+    return multiplier;
+  }
+
+  // Scores of tile `step` to weights 2^(s - frame) in place (log2 domain; -inf where the key is
+  // out of the row's reach), the row maxima updated; returns the old state's rescale factors.
+  __device__ __forceinline__ void softmax(Scores& s, int step, float (&rescale)[2], float (&tile_sum)[2]) {
+    const Call& g = a;
+    const int n0 = (block.tile_first + step) * kBlockN;
+    const bool edge = n0 + kBlockN > block.kv_len || (g.causal && n0 + kBlockN - 1 > block.reach.diag_first) ||
+                      (block.window > 0 && n0 <= block.reach.diag_last - block.window);
+    float tile_max[2] = {-INFINITY, -INFINITY};
+    const float multiplier = tile_maxima(s, n0, edge, tile_max);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) tile_max[half] *= multiplier;
+    // A row that has seen no key keeps max -inf and takes frame 0: weights 0, not NaN.
+    float frame[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float new_max = fmaxf(row_max[half], tiled::quad_max(tile_max[half]));
+      frame[half] = new_max == -INFINITY ? 0.0f : new_max;
+      rescale[half] = ptx::ex2_approx(row_max[half] - frame[half]);
+      row_max[half] = new_max;
+      tile_sum[half] = 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < kNTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[j][e] = ptx::ex2_approx(fmaf(s[j][e], multiplier, -frame[e >> 1]));
+        tile_sum[e >> 1] += s[j][e];
+      }
+  }
+
+  // The block's tiles. Software pipeline within the warpgroup: tile j's S = Q·Kᵀ and tile j-1's
+  // O += P·V are in flight while the softmax of tile j runs; O is rescaled once P·V of tile j-1
+  // is complete. With ping-pong the two warpgroups take turns to issue (n_tiles + 1 turns each,
+  // consumer 0 first), so that one's softmax runs while the other's products occupy the tensor
+  // cores.
+  __device__ __forceinline__ void run(unsigned char* shared) {
+    const int n_tiles = block.n_tiles;
+    if (n_tiles == 0) return;
+    Scores s;
+    Weights p;
+    float rescale[2], tile_sum[2];
+    const bool pingpong = Tr::kConsumers == 2 && !Tr::kSplit && a.pingpong;
+    if (pingpong && consumer == 1) pass_turn(consumer);
+    if (pingpong) wait_turn(consumer);
+    issue_scores(s, 0);
+    if (pingpong) pass_turn(consumer);
+    ptx::wgmma_wait<0>();
+    ptx::hold(s);
+    release(barriers.empty_k(0));
+    exchange(s, 0, shared);
+    softmax(s, 0, rescale, tile_sum);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) row_sum[half] = tile_sum[half];
+    to_weights<T, kBlockN>(s, p);
+    for (int step = 1; step < n_tiles; ++step) {
+      if (pingpong) wait_turn(consumer);
+      issue_scores(s, step);
+      issue_values(p, step - 1);
+      if (pingpong) pass_turn(consumer);
+      ptx::wgmma_wait<1>();  // S of tile `step`
+      ptx::hold(s);
+      release(barriers.empty_k(step % kStages));
+      exchange(s, step, shared);
+      softmax(s, step, rescale, tile_sum);
+      ptx::wgmma_wait<0>();  // P·V of tile step - 1
+      ptx::hold(o);
+      release(barriers.empty_v((step - 1) % kStages));
+#pragma unroll
+      for (int half = 0; half < 2; ++half) row_sum[half] = row_sum[half] * rescale[half] + tile_sum[half];
+#pragma unroll
+      for (int j = 0; j < kOTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[j][e] *= rescale[e >> 1];
+      to_weights<T, kBlockN>(s, p);
+    }
+    if (pingpong) wait_turn(consumer);
+    issue_values(p, n_tiles - 1);
+    if (pingpong && consumer == 0) pass_turn(consumer);  // consumer 1's last turn is its last wait
+    ptx::wgmma_wait<0>();
+    ptx::hold(o);
+  }
+
+  // out = O / (sum + 2^sink), in the frame of the row's maximum, into this warp's own 16 rows of
+  // the Q tile (every wgmma that read them is complete); rows that saw no key are zeros.
+  __device__ __forceinline__ void stage_output(unsigned char* shared) const {
+    const Call& g = a;
     float factor[2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const float total = tiled::quad_sum(row_sum[half]);
-      const int r = row0 + wg_row0 + warp * 16 + quad_row + 8 * half;
-      const bool sinks = g.sinks.data != nullptr && r < rows;
-      const float sink = sinks ? sink_logit(g.sinks, kv_head * group + r % group) * kLog2e : 0.0f;
+      const int r = block.row0 + wg_row0 + warp * 16 + quad_row + 8 * half;
+      const bool sinks = g.sinks.data != nullptr && r < block.rows;
+      const float sink = sinks ? sink_logit(g.sinks, block.kv_head * block.group + r % block.group) * kLog2e : 0.0f;
       factor[half] = score::finalize_weight(row_max[half], total, sinks, sink, Exp2Approx{});
     }
-
-    // Through this warp's own 16 rows of the Q tile (every wgmma that read them is complete),
-    // to 16-byte stores of whole output rows.
 #pragma unroll
     for (int j = 0; j < kOTiles; ++j)
 #pragma unroll
@@ -506,16 +529,20 @@ __global__ void __launch_bounds__(Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kT
         *reinterpret_cast<std::uint32_t*>(shared + swizzled(r, dv0 / 8 + j, Tr::kQPanel) + 4 * quad_col) =
             tiled::pack<T>(o[j][2 * half] * factor[half], o[j][2 * half + 1] * factor[half]);
       }
+  }
+
+  // The staged rows to the output: by TMA stores (the warpgroup's rows, its half of Dv under the
+  // depth split) issued by one thread once every thread's writes are visible to the copy engine,
+  // else 16-byte stores of whole output rows by the warp.
+  __device__ __forceinline__ void store_output(const unsigned char* shared, unsigned q_tile) const {
     if (a.out_rows_tma) {
-      // The warpgroup's rows (its half of Dv under the depth split) by TMA stores, issued by one
-      // thread once every thread's writes are visible to the copy engine.
       ptx::fence_proxy_async_shared();
       warpgroup_sync(consumer);
       if (thread == 0) {
 #pragma unroll
         for (int p = dv0 / 64; p < (dv0 + Tr::kDvPer) / 64; ++p) {
-          ptx::tma_store_rows(&a.out_map, q_tile + p * Tr::kQPanel + wg_row0 * 128, 64 * p, (row0 + wg_row0) / group,
-                          static_cast<int>(kv_head), static_cast<int>(b));
+          ptx::tma_store_rows(&a.out_map, q_tile + p * Tr::kQPanel + wg_row0 * 128, 64 * p,
+                              (block.row0 + wg_row0) / block.group, static_cast<int>(block.kv_head), static_cast<int>(block.b));
         }
         ptx::tma_store_commit();
         ptx::tma_store_wait();
@@ -523,16 +550,16 @@ __global__ void __launch_bounds__(Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kT
       return;
     }
     __syncwarp();
-    T* const out_batch = static_cast<T*>(a.out) + b * a.out_strides.s[0];
+    T* const out_batch = static_cast<T*>(a.out) + block.b * a.out_strides.s[0];
     constexpr int kChunksV = Tr::kDvPer / 8;
 #pragma unroll
     for (int i = 0; i < Tr::kDvPer / 16; ++i) {
       const int index = lane + 32 * i;
       const int r = wg_row0 + warp * 16 + index / kChunksV, c = dv0 / 8 + index % kChunksV;
-      const int row = row0 + r;
-      if (row >= rows || 8 * c >= value_dim) continue;
-      T* const destination = out_batch + (kv_head * group + row % group) * a.out_strides.s[1] +
-                             std::int64_t(row / group) * a.out_strides.s[2];
+      const int row = block.row0 + r;
+      if (row >= block.rows || 8 * c >= block.value_dim) continue;
+      T* const destination = out_batch + (block.kv_head * block.group + row % block.group) * a.out_strides.s[1] +
+                             std::int64_t(row / block.group) * a.out_strides.s[2];
       const uint4 chunk = *reinterpret_cast<const uint4*>(shared + swizzled(r, c, Tr::kQPanel));
       if (a.wide_out) {
         *reinterpret_cast<uint4*>(destination + 8 * c) = chunk;
@@ -542,6 +569,42 @@ __global__ void __launch_bounds__(Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kT
         for (int x = 0; x < 8; ++x) destination[(8 * c + x) * a.out_strides.s[3]] = elements[x];
       }
     }
+  }
+};
+
+template <typename T, int kD, int kDv, int kKeyBlockN, int kKeyConsumers>
+__global__ void __launch_bounds__(Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kThreads,
+                                  Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kMinBlocks)
+    hopper_kernel(const __grid_constant__ HopperArgs a) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Tr = Traits<kD, kDv, kKeyBlockN, kKeyConsumers>;
+  extern __shared__ unsigned char shared_raw[];
+  // The swizzle's atoms are 1024 bytes: align the base (the planner adds 1 KiB for this).
+  const unsigned raw = shared_address(shared_raw);
+  const unsigned base = (raw + 1023u) & ~1023u;
+  unsigned char* const shared = shared_raw + (base - raw);
+  const unsigned q_tile = base, ring = base + Tr::kRingOffset;
+  const Barriers<Tr::kStages> barriers{base + Tr::kBarrierOffset};
+  const Block block = block_of<Tr>(a);
+  if (threadIdx.x == 0) init_barriers<Tr>(barriers);
+  __syncthreads();
+
+  // Through a shuffle from lane 0 the compiler knows the warpgroup is the same in every lane
+  // (uniform registers for what derives from it: the consumer, its rows, its descriptors).
+  const int warpgroup = __shfl_sync(0xFFFFFFFFu, static_cast<int>(threadIdx.x / 128), 0);
+  if (warpgroup == 0) {
+    ptx::setmaxnreg_dec<Tr::kProducerRegisters>();
+    if (threadIdx.x == 0) {
+      produce<Tr>(a, barriers, q_tile, ring, block.row0, block.group, block.tile_first, block.n_tiles,
+                  static_cast<int>(block.kv_head), static_cast<int>(block.b));
+    }
+  } else {
+    ptx::setmaxnreg_inc<Tr::kConsumerRegisters>();
+    Consumer<T, Tr> consumer(a, block, barriers, q_tile, ring, warpgroup);
+    consumer.load_q(q_tile);
+    consumer.run(shared);
+    consumer.stage_output(shared);
+    consumer.store_output(shared, q_tile);
   }
 #else
   __trap();  // built for another architecture: the planner never launches it there

@@ -208,85 +208,116 @@ __device__ __forceinline__ void apply_mask(Scores<kNTiles>& s, const call::Mask&
   }
 }
 
-template <typename T, int D, int Dv, int kKeyBlockM, int kKeyBlockN>
-__global__ void __launch_bounds__(Traits<D, Dv, kKeyBlockM, kKeyBlockN>::kThreads,
-                                  Traits<D, Dv, kKeyBlockM, kKeyBlockN>::kMinBlocks)
-    tiled_kernel(const TiledArgs a) {
-  using Tr = Traits<D, Dv, kKeyBlockM, kKeyBlockN>;
-  using KLayout = RowLayout<Tr::kChunksK>;
-  using VLayout = RowLayout<Tr::kChunksV>;
-  constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kStages = Tr::kStages;
-  constexpr int kNTiles = kBlockN / 8;  // 8-key score fragments per tile
-  constexpr int kOTiles = Dv / 8;       // 8-column output fragments
-  extern __shared__ uint4 shared[];
-  uint4* const q_tile = shared;
-  uint4* const ring = shared + Tr::kQTile;
+// A lane's place in its warp and in the mma fragments: rows quad_row and quad_row + 8 of the
+// warp's 16, columns 2·quad_col and 2·quad_col + 1 of each 8-column fragment.
+struct WarpLane {
+  int lane, warp, quad_row, quad_col;
+};
+__device__ __forceinline__ WarpLane warp_lane() {
+  const int lane = threadIdx.x & 31;
+  return {lane, static_cast<int>(threadIdx.x >> 5), lane >> 2, lane & 3};
+}
 
+// A block's slice of the call: its batch, key head and part of Dv, its packed rows and the key
+// tiles they reach.
+struct BlockGeometry {
+  std::int64_t b, kv_head, part;
+  int row0, rows, group, kv_len, offset, window;
+  int head_dim, part_columns;
+  BlockReach reach;
+  int tile_first, n_tiles;
+  // The packed row of a lane's row half (g or g + 8 of its warp).
+  __device__ __forceinline__ int lane_row(const WarpLane& at, int half) const {
+    return row0 + at.warp * 16 + at.quad_row + 8 * half;
+  }
+};
+
+template <int kBlockM, int kBlockN, int Dv>
+__device__ __forceinline__ BlockGeometry block_geometry(const TiledArgs& a) {
   const Call& g = a;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int quad_row = lane >> 2, quad_col = lane & 3;
+  BlockGeometry geo;
   // z = b × value_parts + part: the part's Dv columns of v and out (whole 16-byte chunks apart).
   const BlockPlace place = block_place(a.heads_inner);
-  const std::int64_t b = place.z / a.value_parts, kv_head = place.kv_head, part = place.z % a.value_parts;
+  geo.b = place.z / a.value_parts;
+  geo.kv_head = place.kv_head;
+  geo.part = place.z % a.value_parts;
   // Row blocks last first: under causal masking the last positions see the most keys.
-  const int row0 = static_cast<int>((a.row_blocks - 1 - place.row_block) * kBlockM);
+  geo.row0 = static_cast<int>((a.row_blocks - 1 - place.row_block) * kBlockM);
   // Lengths below 2^29 and rows below 2^30 (the planner's kTiledMaxLength): 32-bit indices.
-  const int rows = static_cast<int>(a.rows), group = static_cast<int>(g.group);
-  const int kv_len = static_cast<int>(g.kv_len), q_len = static_cast<int>(g.q_len), offset = kv_len - q_len;
+  geo.rows = static_cast<int>(a.rows);
+  geo.group = static_cast<int>(g.group);
+  geo.kv_len = static_cast<int>(g.kv_len);
+  geo.offset = geo.kv_len - static_cast<int>(g.q_len);
   // A window of Lq + Lk keys or more bounds nothing; clamped there it fits an int.
-  const int window = g.window > 0 ? static_cast<int>(min(g.window, g.kv_len + g.q_len)) : 0;
+  geo.window = g.window > 0 ? static_cast<int>(min(g.window, g.kv_len + g.q_len)) : 0;
   // The call's D and this part's columns of Dv, at most the compiled D and Dv: the copies past
   // them write zeros and read nothing, the stores past them are skipped.
-  const int head_dim = static_cast<int>(g.head_dim), part_columns = static_cast<int>(g.value_dim - part * Dv);
+  geo.head_dim = static_cast<int>(g.head_dim);
+  geo.part_columns = static_cast<int>(g.value_dim - geo.part * Dv);
 
   // Keys any row of the block can see, and the diagonals of its first and last row.
-  const int row_last = min(row0 + kBlockM, rows) - 1;
-  const BlockReach reach = block_reach(row0, row_last, group, offset, window, g.causal, kv_len);
-  const int tile_first = reach.begin / kBlockN;
-  const int n_tiles = reach.begin < reach.end ? (reach.end + kBlockN - 1) / kBlockN - tile_first : 0;
+  const int row_last = min(geo.row0 + kBlockM, geo.rows) - 1;
+  geo.reach = block_reach(geo.row0, row_last, geo.group, geo.offset, geo.window, g.causal, geo.kv_len);
+  geo.tile_first = geo.reach.begin / kBlockN;
+  geo.n_tiles = geo.reach.begin < geo.reach.end ? (geo.reach.end + kBlockN - 1) / kBlockN - geo.tile_first : 0;
+  return geo;
+}
 
-  // This lane's two rows (g and g + 8 of its warp): their visible keys [key_lo, key_hi].
-  int key_lo[2], key_hi[2];
+// Q: each warp copies its own 16 rows (zeros past the last row).
+template <typename T, typename Tr>
+__device__ __forceinline__ void load_q(const TiledArgs& a, const BlockGeometry& geo, const WarpLane& at,
+                                       uint4* q_tile) {
+  using KLayout = RowLayout<Tr::kChunksK>;
+  const T* q_batch = static_cast<const T*>(a.q) + geo.b * a.q_strides.s[0];
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    row_reach(row0 + warp * 16 + quad_row + 8 * half, rows, group, offset, window, g.causal, kv_len, key_lo[half],
-              key_hi[half]);
-  }
-
-  // Q: each warp copies its own 16 rows (zeros past the last row).
-  {
-    const T* q_batch = static_cast<const T*>(a.q) + b * a.q_strides.s[0];
-#pragma unroll
-    for (int i = 0; i < D / 16; ++i) {
-      const int index = lane + 32 * i;
-      const int r = warp * 16 + index / Tr::kChunksK, c = index % Tr::kChunksK;
-      const int row = row0 + r;
-      const bool valid = row < rows && 8 * c < head_dim;
-      const T* source = q_batch;
-      if (valid) {
-        source += (kv_head * group + row % group) * a.q_strides.s[1] + std::int64_t(row / group) * a.q_strides.s[2] +
-                  8 * c;
-      }
-      ptx::cp_async_16_or_zero(shared_address(q_tile + KLayout::at(r, c)), source, valid);
+  for (int i = 0; i < Tr::D / 16; ++i) {
+    const int index = at.lane + 32 * i;
+    const int r = at.warp * 16 + index / Tr::kChunksK, c = index % Tr::kChunksK;
+    const int row = geo.row0 + r;
+    const bool valid = row < geo.rows && 8 * c < geo.head_dim;
+    const T* source = q_batch;
+    if (valid) {
+      source += (geo.kv_head * geo.group + row % geo.group) * a.q_strides.s[1] +
+                std::int64_t(row / geo.group) * a.q_strides.s[2] + 8 * c;
     }
-    ptx::cp_async_commit();
+    ptx::cp_async_16_or_zero(shared_address(q_tile + KLayout::at(r, c)), source, valid);
   }
+  ptx::cp_async_commit();
+}
 
-  const T* k_head = static_cast<const T*>(a.k) + b * a.k_strides.s[0] + kv_head * a.k_strides.s[1];
-  const T* v_head =
-      static_cast<const T*>(a.v) + b * a.v_strides.s[0] + kv_head * a.v_strides.s[1] + part * Dv * a.v_strides.s[3];
+// The block's key head of K and V (and its part of V's columns), copied tile by tile into the
+// cp.async ring.
+template <typename T, typename Tr>
+struct KvTiles {
+  const TiledArgs& a;
+  const BlockGeometry& geo;
+  uint4* const ring;
+  const T* const k_head;
+  const T* const v_head;
+
+  __device__ __forceinline__ KvTiles(const TiledArgs& args, const BlockGeometry& geometry, uint4* ring_stages)
+      : a(args),
+        geo(geometry),
+        ring(ring_stages),
+        k_head(static_cast<const T*>(args.k) + geometry.b * args.k_strides.s[0] +
+               geometry.kv_head * args.k_strides.s[1]),
+        v_head(static_cast<const T*>(args.v) + geometry.b * args.v_strides.s[0] +
+               geometry.kv_head * args.v_strides.s[1] + geometry.part * Tr::Dv * args.v_strides.s[3]) {}
+
   // Copies key tile `tile` into ring stage `stage`; keys past Lk are zeros.
-  const auto load_tile = [&](int tile, int stage) {
-    const std::int64_t n0 = std::int64_t(tile) * kBlockN;
+  __device__ __forceinline__ void load(int tile, int stage) const {
+    using KLayout = RowLayout<Tr::kChunksK>;
+    using VLayout = RowLayout<Tr::kChunksV>;
+    const std::int64_t n0 = std::int64_t(tile) * Tr::kBlockN;
     uint4* const k_tile = ring + stage * Tr::kStage;
     uint4* const v_tile = k_tile + Tr::kKTile;
-    constexpr int kKChunks = kBlockN * Tr::kChunksK, kVChunks = kBlockN * Tr::kChunksV;
+    constexpr int kKChunks = Tr::kBlockN * Tr::kChunksK, kVChunks = Tr::kBlockN * Tr::kChunksV;
 #pragma unroll
     for (int i = 0; i < (kKChunks + Tr::kThreads - 1) / Tr::kThreads; ++i) {
       const int index = threadIdx.x + i * Tr::kThreads;
       if (kKChunks % Tr::kThreads == 0 || index < kKChunks) {
         const int r = index / Tr::kChunksK, c = index % Tr::kChunksK;
-        const bool valid = n0 + r < kv_len && 8 * c < head_dim;
+        const bool valid = n0 + r < geo.kv_len && 8 * c < geo.head_dim;
         ptx::cp_async_16_or_zero(shared_address(k_tile + KLayout::at(r, c)),
                                  k_head + (valid ? (n0 + r) * a.k_strides.s[2] + 8 * c : 0), valid);
       }
@@ -296,29 +327,231 @@ __global__ void __launch_bounds__(Traits<D, Dv, kKeyBlockM, kKeyBlockN>::kThread
       const int index = threadIdx.x + i * Tr::kThreads;
       if (kVChunks % Tr::kThreads == 0 || index < kVChunks) {
         const int r = index / Tr::kChunksV, c = index % Tr::kChunksV;
-        const bool valid = n0 + r < kv_len && 8 * c < part_columns;
+        const bool valid = n0 + r < geo.kv_len && 8 * c < geo.part_columns;
         ptx::cp_async_16_or_zero(shared_address(v_tile + VLayout::at(r, c)),
                                  v_head + (valid ? (n0 + r) * a.v_strides.s[2] + 8 * c : 0), valid);
       }
     }
-  };
+  }
+};
 
+// The warp's Q fragments when they stay in registers (kQInRegisters); one unused one otherwise.
+template <typename Tr>
+using QFragments = std::uint32_t[Tr::kQInRegisters ? Tr::D / 16 : 1][4];
+
+// S = Q·Kᵀ for this warp's 16 rows and the keys of the tile `stage_bytes` into the ring.
+template <typename T, typename Tr>
+__device__ __forceinline__ void key_scores(Scores<Tr::kBlockN / 8>& s, const QFragments<Tr>& q_fragments,
+                                           const FragmentAddress<Tr::kChunksK>& q_address,
+                                           const FragmentAddress<Tr::kChunksK>& k_address, unsigned stage_bytes) {
+#pragma unroll
+  for (int j = 0; j < Tr::kBlockN / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[j][e] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < Tr::D / 16; ++kk) {
+    std::uint32_t qa[4];
+    if constexpr (Tr::kQInRegisters) {
+#pragma unroll
+      for (int x = 0; x < 4; ++x) qa[x] = q_fragments[kk][x];
+    } else {
+      ptx::ldmatrix_x4(q_address.at(0, 2 * kk), qa);
+    }
+#pragma unroll
+    for (int p = 0; p < Tr::kBlockN / 16; ++p) {
+      std::uint32_t kb[4];
+      ptx::ldmatrix_x4(k_address.at(16 * p, 2 * kk) + stage_bytes, kb);
+      mma<T>(s[2 * p], qa, kb[0], kb[1]);
+      mma<T>(s[2 * p + 1], qa, kb[2], kb[3]);
+    }
+  }
+}
+
+// The call's array mask on the visible columns [lo, hi] of the key tile at n0, by its element type.
+template <int kNTiles>
+__device__ __forceinline__ void apply_call_mask(Scores<kNTiles>& s, const Call& g, const BlockGeometry& geo,
+                                                const WarpLane& at, int n0, const int (&lo)[2], const int (&hi)[2]) {
+  // The mask's offsets of this lane's rows (a row past the last is never read: hi = -1).
+  std::int64_t mask_row[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = min(geo.lane_row(at, half), geo.rows - 1);
+    mask_row[half] = geo.b * g.mask.strides.s[0] + (geo.kv_head * geo.group + r % geo.group) * g.mask.strides.s[1] +
+                     std::int64_t(r / geo.group) * g.mask.strides.s[2] +
+                     std::int64_t(n0 + 2 * at.quad_col) * g.mask.strides.s[3];
+  }
+  switch (g.mask.kind == MaskKind::Bool ? DType::Bool : g.mask.dtype) {
+    case DType::Bool: apply_mask<unsigned char, true, kNTiles>(s, g.mask, mask_row, at.quad_col, lo, hi); break;
+    case DType::Float16: apply_mask<__half, false, kNTiles>(s, g.mask, mask_row, at.quad_col, lo, hi); break;
+    case DType::BFloat16: apply_mask<__nv_bfloat16, false, kNTiles>(s, g.mask, mask_row, at.quad_col, lo, hi); break;
+    case DType::Float32: apply_mask<float, false, kNTiles>(s, g.mask, mask_row, at.quad_col, lo, hi); break;
+  }
+}
+
+// To the log2 domain; -inf where the key is out of the row's reach or the mask hides it.
+template <typename T, int kBlockN>
+__device__ __forceinline__ void score_tile(Scores<kBlockN / 8>& s, const TiledArgs& a, const BlockGeometry& geo,
+                                           const WarpLane& at, int n0, const int (&key_lo)[2],
+                                           const int (&key_hi)[2]) {
+  constexpr int kNTiles = kBlockN / 8;
+  const Call& g = a;
+  // An edge tile holds a key some row cannot see (past Lk, above the causal diagonal, or
+  // behind the window): its scores are masked one by one.
+  const bool edge = n0 + kBlockN > geo.kv_len || (g.causal && n0 + kBlockN - 1 > geo.reach.diag_first) ||
+                    (geo.window > 0 && n0 <= geo.reach.diag_last - geo.window);
+  transform_scores<T, kNTiles>(s, a.transform);
+  if (edge || g.mask.kind != MaskKind::None) {
+    int lo[2], hi[2];
+    visible_columns<kBlockN>(n0, key_lo, key_hi, lo, hi);
+    hide_invisible<kNTiles>(s, lo, hi, at.quad_col);
+    if (g.mask.kind != MaskKind::None) apply_call_mask<kNTiles>(s, g, geo, at, n0, lo, hi);
+  }
+}
+
+// Online softmax: new maxima, the old state rescaled, weights P = 2^(s - max). A row that
+// has seen no key yet keeps max -inf and takes frame 0, so its weights are 0, not NaN.
+template <int kNTiles, int kOTiles>
+__device__ __forceinline__ void online_softmax(Scores<kNTiles>& s, float (&row_max)[2], float (&row_sum)[2],
+                                               float (&o)[kOTiles][4]) {
+  float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int j = 0; j < kNTiles; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[j][e]);
+  float frame[2], rescale[2], tile_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const float new_max = fmaxf(row_max[half], quad_max(tile_max[half]));
+    frame[half] = new_max == -INFINITY ? 0.0f : new_max;
+    rescale[half] = ptx::ex2_approx(row_max[half] - frame[half]);
+    row_max[half] = new_max;
+  }
+#pragma unroll
+  for (int j = 0; j < kNTiles; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[j][e] = ptx::ex2_approx(s[j][e] - frame[e >> 1]);
+      tile_sum[e >> 1] += s[j][e];
+    }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) row_sum[half] = row_sum[half] * rescale[half] + tile_sum[half];
+#pragma unroll
+  for (int j = 0; j < kOTiles; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[j][e] *= rescale[e >> 1];
+}
+
+// O += P·V: the score fragments of keys 16kk..16kk+15 are the A fragment of step kk.
+template <typename T, typename Tr>
+__device__ __forceinline__ void accumulate_values(float (&o)[Tr::Dv / 8][4], const Scores<Tr::kBlockN / 8>& s,
+                                                  const FragmentAddress<Tr::kChunksV>& v_address,
+                                                  unsigned stage_bytes) {
+#pragma unroll
+  for (int kk = 0; kk < Tr::kBlockN / 16; ++kk) {
+    const std::uint32_t pa[4] = {pack<T>(s[2 * kk][0], s[2 * kk][1]), pack<T>(s[2 * kk][2], s[2 * kk][3]),
+                                 pack<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                 pack<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+    for (int p = 0; p < Tr::Dv / 16; ++p) {
+      std::uint32_t vb[4];
+      ptx::ldmatrix_x4_trans(v_address.at(16 * kk, 2 * p) + stage_bytes, vb);
+      mma<T>(o[2 * p], pa, vb[0], vb[1]);
+      mma<T>(o[2 * p + 1], pa, vb[2], vb[3]);
+    }
+  }
+}
+
+// out = O / (sum + 2^sink), in the frame of the row's maximum; rows that saw no key are zeros.
+__device__ __forceinline__ void output_factors(const Call& g, const BlockGeometry& geo, const WarpLane& at,
+                                               const float (&row_max)[2], const float (&row_sum)[2],
+                                               float (&factor)[2]) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const float total = quad_sum(row_sum[half]);
+    const int r = geo.lane_row(at, half);
+    const bool sinks = g.sinks.data != nullptr && r < geo.rows;
+    const float sink = sinks ? sink_logit(g.sinks, geo.kv_head * geo.group + r % geo.group) * kLog2e : 0.0f;
+    factor[half] = score::finalize_weight(row_max[half], total, sinks, sink, Exp2Approx{});
+  }
+}
+
+// Through this warp's own rows of the Q tile, to 16-byte stores of whole output rows.
+template <typename T, typename Tr>
+__device__ __forceinline__ void store_output(const TiledArgs& a, const BlockGeometry& geo, const WarpLane& at,
+                                             uint4* q_tile, const float (&o)[Tr::Dv / 8][4],
+                                             const float (&factor)[2]) {
+  using VLayout = RowLayout<Tr::kChunksV>;
+  __syncwarp();  // the warp's last reads of its Q rows (when Q stays in shared memory)
+  uint4* const staging = q_tile + at.warp * 16 * Tr::kStrideK;
+  auto* const words = reinterpret_cast<std::uint32_t*>(staging);
+#pragma unroll
+  for (int j = 0; j < Tr::Dv / 8; ++j)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      words[4 * VLayout::at(at.quad_row + 8 * half, j) + at.quad_col] =
+          pack<T>(o[j][2 * half] * factor[half], o[j][2 * half + 1] * factor[half]);
+    }
+  __syncwarp();
+  T* const out_batch = static_cast<T*>(a.out) + geo.b * a.out_strides.s[0] + geo.part * Tr::Dv * a.out_strides.s[3];
+#pragma unroll
+  for (int i = 0; i < Tr::Dv / 16; ++i) {
+    const int index = at.lane + 32 * i;
+    const int r = index / Tr::kChunksV, c = index % Tr::kChunksV;
+    const int row = geo.row0 + at.warp * 16 + r;
+    if (row >= geo.rows || 8 * c >= geo.part_columns) continue;
+    T* const destination = out_batch + (geo.kv_head * geo.group + row % geo.group) * a.out_strides.s[1] +
+                           std::int64_t(row / geo.group) * a.out_strides.s[2];
+    const uint4 chunk = staging[VLayout::at(r, c)];
+    if (a.wide_out) {
+      *reinterpret_cast<uint4*>(destination + 8 * c) = chunk;
+    } else {
+      const T* elements = reinterpret_cast<const T*>(&chunk);
+#pragma unroll
+      for (int x = 0; x < 8; ++x) destination[(8 * c + x) * a.out_strides.s[3]] = elements[x];
+    }
+  }
+}
+
+template <typename T, int D, int Dv, int kKeyBlockM, int kKeyBlockN>
+__global__ void __launch_bounds__(Traits<D, Dv, kKeyBlockM, kKeyBlockN>::kThreads,
+                                  Traits<D, Dv, kKeyBlockM, kKeyBlockN>::kMinBlocks)
+    tiled_kernel(const TiledArgs a) {
+  using Tr = Traits<D, Dv, kKeyBlockM, kKeyBlockN>;
+  constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN, kStages = Tr::kStages;
+  constexpr int kNTiles = kBlockN / 8;  // 8-key score fragments per tile
+  constexpr int kOTiles = Dv / 8;       // 8-column output fragments
+  extern __shared__ uint4 shared[];
+  uint4* const q_tile = shared;
+  uint4* const ring = shared + Tr::kQTile;
+
+  const WarpLane at = warp_lane();
+  const BlockGeometry geo = block_geometry<kBlockM, kBlockN, Dv>(a);
+  // This lane's two rows (g and g + 8 of its warp): their visible keys [key_lo, key_hi].
+  int key_lo[2], key_hi[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    row_reach(geo.lane_row(at, half), geo.rows, geo.group, geo.offset, geo.window, a.causal, geo.kv_len,
+              key_lo[half], key_hi[half]);
+  }
+
+  load_q<T, Tr>(a, geo, at, q_tile);
+  const KvTiles<T, Tr> kv(a, geo, ring);
   // The pipeline's first stages; a group is committed even when empty, so that group counts
   // (and cp.async.wait_group) stay the same for every block.
 #pragma unroll
   for (int stage = 0; stage < kStages - 1; ++stage) {
-    if (stage < n_tiles) load_tile(tile_first + stage, stage);
+    if (stage < geo.n_tiles) kv.load(geo.tile_first + stage, stage);
     ptx::cp_async_commit();
   }
 
   // ldmatrix addresses (tiled_layout.hpp): this warp's Q rows, K rows and V rows (transposed).
   FragmentAddress<Tr::kChunksK> q_address, k_address;
   FragmentAddress<Tr::kChunksV> v_address;
-  q_address.init(shared_address(q_tile), warp * 16 + q_lane(lane).row, q_lane(lane).chunk);
-  k_address.init(shared_address(ring), k_lane(lane).row, k_lane(lane).chunk);
-  v_address.init(shared_address(ring + Tr::kKTile), v_lane(lane).row, v_lane(lane).chunk);
+  q_address.init(shared_address(q_tile), at.warp * 16 + q_lane(at.lane).row, q_lane(at.lane).chunk);
+  k_address.init(shared_address(ring), k_lane(at.lane).row, k_lane(at.lane).chunk);
+  v_address.init(shared_address(ring + Tr::kKTile), v_lane(at.lane).row, v_lane(at.lane).chunk);
 
-  std::uint32_t q_fragments[Tr::kQInRegisters ? D / 16 : 1][4];
+  QFragments<Tr> q_fragments;
   if constexpr (Tr::kQInRegisters) {
     ptx::cp_async_wait<kStages - 1>();  // this lane's Q copies (older than the ring's)
     __syncwarp();                       // and its warp's
@@ -333,158 +566,24 @@ __global__ void __launch_bounds__(Traits<D, Dv, kKeyBlockM, kKeyBlockN>::kThread
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
 
-  for (int step = 0; step < n_tiles; ++step) {
+  for (int step = 0; step < geo.n_tiles; ++step) {
     ptx::cp_async_wait<kStages - 2>();  // this thread's copies of tile `step`
     __syncthreads();                    // everyone's; and every warp is done with the stage refilled next
-    if (step + kStages - 1 < n_tiles) load_tile(tile_first + step + kStages - 1, (step + kStages - 1) % kStages);
+    if (step + kStages - 1 < geo.n_tiles) kv.load(geo.tile_first + step + kStages - 1, (step + kStages - 1) % kStages);
     ptx::cp_async_commit();
     const unsigned stage_bytes = 16u * static_cast<unsigned>((step % kStages) * Tr::kStage);
 
-    // S = Q·Kᵀ for this warp's 16 rows and the tile's keys.
     float s[kNTiles][4];
-#pragma unroll
-    for (int j = 0; j < kNTiles; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[j][e] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      std::uint32_t qa[4];
-      if constexpr (Tr::kQInRegisters) {
-#pragma unroll
-        for (int x = 0; x < 4; ++x) qa[x] = q_fragments[kk][x];
-      } else {
-        ptx::ldmatrix_x4(q_address.at(0, 2 * kk), qa);
-      }
-#pragma unroll
-      for (int p = 0; p < kBlockN / 16; ++p) {
-        std::uint32_t kb[4];
-        ptx::ldmatrix_x4(k_address.at(16 * p, 2 * kk) + stage_bytes, kb);
-        mma<T>(s[2 * p], qa, kb[0], kb[1]);
-        mma<T>(s[2 * p + 1], qa, kb[2], kb[3]);
-      }
-    }
-
-    // To the log2 domain; -inf where the key is out of the row's reach or the mask hides it.
-    const int n0 = (tile_first + step) * kBlockN;
-    // An edge tile holds a key some row cannot see (past Lk, above the causal diagonal, or
-    // behind the window): its scores are masked one by one.
-    const bool edge = n0 + kBlockN > kv_len || (g.causal && n0 + kBlockN - 1 > reach.diag_first) ||
-                      (window > 0 && n0 <= reach.diag_last - window);
-    transform_scores<T, kNTiles>(s, a.transform);
-    if (edge || g.mask.kind != MaskKind::None) {
-      int lo[2], hi[2];
-      visible_columns<kBlockN>(n0, key_lo, key_hi, lo, hi);
-      hide_invisible<kNTiles>(s, lo, hi, quad_col);
-      if (g.mask.kind != MaskKind::None) {
-        // The mask's offsets of this lane's rows (a row past the last is never read: hi = -1).
-        std::int64_t mask_row[2];
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int r = min(row0 + warp * 16 + quad_row + 8 * half, rows - 1);
-          mask_row[half] = b * g.mask.strides.s[0] + (kv_head * group + r % group) * g.mask.strides.s[1] +
-                           std::int64_t(r / group) * g.mask.strides.s[2] +
-                           std::int64_t(n0 + 2 * quad_col) * g.mask.strides.s[3];
-        }
-        switch (g.mask.kind == MaskKind::Bool ? DType::Bool : g.mask.dtype) {
-          case DType::Bool:
-            apply_mask<unsigned char, true, kNTiles>(s, g.mask, mask_row, quad_col, lo, hi);
-            break;
-          case DType::Float16: apply_mask<__half, false, kNTiles>(s, g.mask, mask_row, quad_col, lo, hi); break;
-          case DType::BFloat16:
-            apply_mask<__nv_bfloat16, false, kNTiles>(s, g.mask, mask_row, quad_col, lo, hi);
-            break;
-          case DType::Float32: apply_mask<float, false, kNTiles>(s, g.mask, mask_row, quad_col, lo, hi); break;
-        }
-      }
-    }
-
-    // Online softmax: new maxima, the old state rescaled, weights P = 2^(s - max). A row that
-    // has seen no key yet keeps max -inf and takes frame 0, so its weights are 0, not NaN.
-    float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int j = 0; j < kNTiles; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[j][e]);
-    float frame[2], rescale[2], tile_sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const float new_max = fmaxf(row_max[half], quad_max(tile_max[half]));
-      frame[half] = new_max == -INFINITY ? 0.0f : new_max;
-      rescale[half] = ptx::ex2_approx(row_max[half] - frame[half]);
-      row_max[half] = new_max;
-    }
-#pragma unroll
-    for (int j = 0; j < kNTiles; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[j][e] = ptx::ex2_approx(s[j][e] - frame[e >> 1]);
-        tile_sum[e >> 1] += s[j][e];
-      }
-#pragma unroll
-    for (int half = 0; half < 2; ++half) row_sum[half] = row_sum[half] * rescale[half] + tile_sum[half];
-#pragma unroll
-    for (int j = 0; j < kOTiles; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[j][e] *= rescale[e >> 1];
-
-    // O += P·V: the score fragments of keys 16kk..16kk+15 are the A fragment of step kk.
-#pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      const std::uint32_t pa[4] = {pack<T>(s[2 * kk][0], s[2 * kk][1]), pack<T>(s[2 * kk][2], s[2 * kk][3]),
-                                   pack<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                   pack<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-      for (int p = 0; p < Dv / 16; ++p) {
-        std::uint32_t vb[4];
-        ptx::ldmatrix_x4_trans(v_address.at(16 * kk, 2 * p) + stage_bytes, vb);
-        mma<T>(o[2 * p], pa, vb[0], vb[1]);
-        mma<T>(o[2 * p + 1], pa, vb[2], vb[3]);
-      }
-    }
+    key_scores<T, Tr>(s, q_fragments, q_address, k_address, stage_bytes);
+    score_tile<T, kBlockN>(s, a, geo, at, (geo.tile_first + step) * kBlockN, key_lo, key_hi);
+    online_softmax<kNTiles, kOTiles>(s, row_max, row_sum, o);
+    accumulate_values<T, Tr>(o, s, v_address, stage_bytes);
   }
   ptx::cp_async_wait<0>();
 
-  // out = O / (sum + 2^sink), in the frame of the row's maximum; rows that saw no key are zeros.
   float factor[2];
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const float total = quad_sum(row_sum[half]);
-    const int r = row0 + warp * 16 + quad_row + 8 * half;
-    const bool sinks = g.sinks.data != nullptr && r < rows;
-    const float sink = sinks ? sink_logit(g.sinks, kv_head * group + r % group) * kLog2e : 0.0f;
-    factor[half] = score::finalize_weight(row_max[half], total, sinks, sink, Exp2Approx{});
-  }
-
-  // Through this warp's own rows of the Q tile, to 16-byte stores of whole output rows.
-  __syncwarp();  // the warp's last reads of its Q rows (when Q stays in shared memory)
-  uint4* const staging = q_tile + warp * 16 * Tr::kStrideK;
-  auto* const words = reinterpret_cast<std::uint32_t*>(staging);
-#pragma unroll
-  for (int j = 0; j < kOTiles; ++j)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      words[4 * VLayout::at(quad_row + 8 * half, j) + quad_col] =
-          pack<T>(o[j][2 * half] * factor[half], o[j][2 * half + 1] * factor[half]);
-    }
-  __syncwarp();
-  T* const out_batch = static_cast<T*>(a.out) + b * a.out_strides.s[0] + part * Dv * a.out_strides.s[3];
-#pragma unroll
-  for (int i = 0; i < Dv / 16; ++i) {
-    const int index = lane + 32 * i;
-    const int r = index / Tr::kChunksV, c = index % Tr::kChunksV;
-    const int row = row0 + warp * 16 + r;
-    if (row >= rows || 8 * c >= part_columns) continue;
-    T* const destination = out_batch + (kv_head * group + row % group) * a.out_strides.s[1] +
-                           std::int64_t(row / group) * a.out_strides.s[2];
-    const uint4 chunk = staging[VLayout::at(r, c)];
-    if (a.wide_out) {
-      *reinterpret_cast<uint4*>(destination + 8 * c) = chunk;
-    } else {
-      const T* elements = reinterpret_cast<const T*>(&chunk);
-#pragma unroll
-      for (int x = 0; x < 8; ++x) destination[(8 * c + x) * a.out_strides.s[3]] = elements[x];
-    }
-  }
+  output_factors(a, geo, at, row_max, row_sum, factor);
+  store_output<T, Tr>(a, geo, at, q_tile, o, factor);
 }
 
 // Sets the kernel's shared-memory limit on this device (once), then launches.

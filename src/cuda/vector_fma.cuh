@@ -307,78 +307,69 @@ __device__ __forceinline__ void gather_row_sums(float l_own, int L, int lane, fl
   for (int r = 0; r < R; ++r) l[r] = __shfl_sync(0xffffffffu, l_own, group_base + r * U * stride);
 }
 
-// Resident blocks per SM the register budget is cut for (ptxas, sm_90a: no spills; 4 blocks
-// would fit the shared memory but spill at 128 registers).
-template <int R, int C>
-constexpr int kMinBlocks = R * C <= 4 ? 3 : 2;
-
-template <typename T, int C, int R>
-__global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(const VectorArgs a) {
-  constexpr int E = 16 / sizeof(T);
-  constexpr int U = kKeysPerStep<C>;
-  extern __shared__ uint4 ring[];  // kStages × U × C × 2 × kThreads chunks, then reused below
-  constexpr int kRowFloats = C * 32 * E;  // one row of a warp's output in shared memory
-  __shared__ RowInfo rows[R];
-  __shared__ float warp_m[kWarps][R], warp_l[kWarps][R];
-  auto warp_acc = reinterpret_cast<float(*)[R][kRowFloats]>(ring);  // [kWarps][R][kRowFloats], after the keys
-
-  ptx::griddepcontrol_launch_dependents();  // the merge may launch now
-  const Call& g = a;
-  const int L = a.lanes_per_key;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int sub = lane & (L - 1);
-  const int key_groups = kWarps * (32 / L);
-  const int key_group = warp * (32 / L) + lane / L;
-  const std::int64_t b = blockIdx.z, kv_head = blockIdx.y;
-  const std::int64_t tile = blockIdx.x % a.row_tiles, part = blockIdx.x / a.row_tiles;
-  const std::int64_t row0 = tile * R;
-
-  if (threadIdx.x < R) rows[threadIdx.x] = row_info(a, kv_head, row0 + threadIdx.x);
-  __syncthreads();
-
-  // This block's keys: its partition, narrowed to what the tile's rows can see.
-  std::int64_t key_begin = a.span_begin + part * a.keys_per_partition;
-  std::int64_t key_end = min(a.span_end, key_begin + a.keys_per_partition);
-  {
-    std::int64_t lo = key_end, hi = key_begin;
+// This block's keys: its partition of the span, narrowed to what the tile's rows can see.
+template <int R>
+__device__ __forceinline__ void block_keys(const VectorArgs& a, const RowInfo* rows, std::int64_t part,
+                                           std::int64_t& key_begin, std::int64_t& key_end) {
+  key_begin = a.span_begin + part * a.keys_per_partition;
+  key_end = min(a.span_end, key_begin + a.keys_per_partition);
+  std::int64_t lo = key_end, hi = key_begin;
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      if (rows[r].valid && rows[r].begin < rows[r].end) {
-        lo = min(lo, rows[r].begin);
-        hi = max(hi, rows[r].end);
-      }
+  for (int r = 0; r < R; ++r) {
+    if (rows[r].valid && rows[r].begin < rows[r].end) {
+      lo = min(lo, rows[r].begin);
+      hi = max(hi, rows[r].end);
     }
-    key_begin = max(key_begin, lo);
-    key_end = min(key_end, hi);
   }
+  key_begin = max(key_begin, lo);
+  key_end = min(key_end, hi);
+}
 
-  // This lane's chunks; in the wide path a chunk past the row reads chunk 0 (its q is zero).
-  std::int64_t k_off[C], v_off[C];
+// This lane's chunks (elements into a K or V row); in the wide path a chunk past the row reads
+// chunk 0 (its q is zero).
+template <typename T, int C>
+__device__ __forceinline__ void lane_chunks(const Call& g, int L, int sub, std::int64_t (&k_off)[C],
+                                            std::int64_t (&v_off)[C]) {
+  constexpr int E = 16 / sizeof(T);
 #pragma unroll
   for (int c = 0; c < C; ++c) {
     const std::int64_t d0 = std::int64_t(c * L + sub) * E;
     k_off[c] = d0 < g.head_dim ? d0 : 0;
     v_off[c] = d0 < g.value_dim ? d0 : 0;
   }
+}
 
-  // q rows of the tile, pre-multiplied by scale × log2(e).
-  float q[R][C][E];
+// Bytes of one stage of the ring: U keys × C chunks × (K, V) × kThreads threads × 16 bytes.
+template <int C>
+constexpr unsigned kStageBytes = kKeysPerStep<C> * C * 2 * kThreads * 16;
+
+// This thread's chunks of one stage's keys, from the ring into registers.
+template <int C, int U>
+__device__ __forceinline__ void read_ring_stage(const uint4* ring, int stage, uint4 (&k_raw)[U][C],
+                                                uint4 (&v_raw)[U][C]) {
+  const uint4* slots = ring + stage * (kStageBytes<C> / 16) + threadIdx.x;
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const RowInfo info = rows[r];
-    const T* q_row = static_cast<const T*>(a.q) + b * a.q_strides.s[0] + info.head * a.q_strides.s[1] +
-                     info.position * a.q_strides.s[2];
+  for (int u = 0; u < U; ++u)
 #pragma unroll
     for (int c = 0; c < C; ++c) {
-      const uint4 raw = info.valid ? load_chunk(q_row, a.q_strides.s[3], std::int64_t(c * L + sub) * E, g.head_dim,
-                                                a.wide_loads)
-                                   : make_uint4(0, 0, 0, 0);
-#pragma unroll
-      for (int e = 0; e < E; ++e) q[r][c][e] = chunk_element<T>(raw, e) * a.transform.dot_scale;
+      k_raw[u][c] = slots[((u * C + c) * 2) * kThreads];
+      v_raw[u][c] = slots[((u * C + c) * 2 + 1) * kThreads];
     }
-  }
+}
 
-  float m[R], l[R], acc[R][C][E];
+// This key group's online softmax (m, l, acc) over the block's keys [key_begin, key_end), a step
+// of U keys at a time.
+template <typename T, int C, int R>
+__device__ __forceinline__ void stream_keys(const VectorArgs& a, uint4* ring, const RowInfo* rows, std::int64_t b,
+                                            std::int64_t kv_head, std::int64_t key_begin, std::int64_t key_end,
+                                            const std::int64_t (&k_off)[C], const std::int64_t (&v_off)[C],
+                                            int L, int lane, int warp, const float (&q)[R][C][16 / sizeof(T)], float (&m)[R],
+                                            float (&l)[R], float (&acc)[R][C][16 / sizeof(T)]) {
+  constexpr int E = 16 / sizeof(T);
+  constexpr int U = kKeysPerStep<C>;
+  const int sub = lane & (L - 1);
+  const int key_groups = kWarps * (32 / L);
+  const int key_group = warp * (32 / L) + lane / L;
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     m[r] = -INFINITY;
@@ -415,13 +406,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
     v_lane[c] = reinterpret_cast<const char*>(v_base + v_off[c]) + (key_begin + group_offset) * v_row_bytes;
   }
   const std::int64_t k_step_bytes = step * k_row_bytes, v_step_bytes = step * v_row_bytes;
-  constexpr unsigned kStageBytes = U * C * 2 * kThreads * 16;
   const auto ring_lane = ptx::shared_address(ring + threadIdx.x);
   const int step_count = static_cast<int>(steps);
   std::int64_t issue_j0 = key_begin + group_offset;  // this key group's first key of the next issued step
   const auto issue = [&](int stage) {
     if (a.wide_loads) {
-      issue_step_wide<C, U>(ring_lane + stage * kStageBytes, k_lane, v_lane, k_row_bytes, v_row_bytes, issue_j0,
+      issue_step_wide<C, U>(ring_lane + stage * kStageBytes<C>, k_lane, v_lane, k_row_bytes, v_row_bytes, issue_j0,
                             key_end);
 #pragma unroll
       for (int c = 0; c < C; ++c) {
@@ -441,19 +431,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
       ptx::cp_async_commit();
     }
   }
-  int read_stage = 0, write_stage = kStages - 1;
+  int write_stage = kStages - 1, read_stage = 0;
   std::int64_t j0 = key_begin + group_offset;
   for (int i = 0; i < step_count; ++i) {
     ptx::cp_async_wait<kStages - 2>();
     uint4 k_raw[U][C], v_raw[U][C];
-    const uint4* slots = ring + read_stage * (kStageBytes / 16) + threadIdx.x;
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-#pragma unroll
-      for (int c = 0; c < C; ++c) {
-        k_raw[u][c] = slots[((u * C + c) * 2) * kThreads];
-        v_raw[u][c] = slots[((u * C + c) * 2 + 1) * kThreads];
-      }
+    read_ring_stage<C, U>(ring, read_stage, k_raw, v_raw);
     if (i + kStages - 1 < step_count) {
       issue(write_stage);
     } else {
@@ -473,7 +456,16 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
   if (R > 1 || owned) gather_row_sums<R, U>(l_own, L, lane, l);
 
   merge_key_groups<C, R, E>(m, l, acc, L);
-  __syncthreads();  // the ring becomes warp_acc
+}
+
+// This warp's partial rows (max, sum, output) into shared memory, from the lanes of its first key
+// group: after merge_key_groups every key group holds the same sums.
+template <int C, int R, int E, int kRowFloats>
+__device__ __forceinline__ void store_warp_partials(const float (&m)[R], const float (&l)[R],
+                                                    const float (&acc)[R][C][E], int L, int lane, int warp,
+                                                    float (*warp_acc)[R][kRowFloats], float (&warp_m)[kWarps][R],
+                                                    float (&warp_l)[kWarps][R]) {
+  const int sub = lane & (L - 1);
   if (lane < L) {
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -487,9 +479,16 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
       }
     }
   }
-  __syncthreads();
+}
 
-  const std::int64_t dv = g.value_dim;
+// The kWarps warps' partial rows merged exactly by the block's threads, a (row, column) each;
+// each row written out, or as this partition's partial (store_block_row).
+template <typename T, int R, int kRowFloats>
+__device__ __forceinline__ void merge_warps(const VectorArgs& a, const RowInfo* rows, std::int64_t b,
+                                            std::int64_t kv_head, std::int64_t part, std::int64_t row0,
+                                            const float (&warp_m)[kWarps][R], const float (&warp_l)[kWarps][R],
+                                            const float (*warp_acc)[R][kRowFloats]) {
+  const std::int64_t dv = a.value_dim;
   for (std::int64_t index = threadIdx.x; index < R * dv; index += kThreads) {
     const int r = static_cast<int>(index / dv);
     const std::int64_t d = index % dv;
@@ -508,6 +507,63 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
     }
     store_block_row<T>(a, b, kv_head, part, row0 + r, info, d, m_all, l_all, o);
   }
+}
+
+// Resident blocks per SM the register budget is cut for (ptxas, sm_90a: no spills; 4 blocks
+// would fit the shared memory but spill at 128 registers).
+template <int R, int C>
+constexpr int kMinBlocks = R * C <= 4 ? 3 : 2;
+
+template <typename T, int C, int R>
+__global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(const VectorArgs a) {
+  constexpr int E = 16 / sizeof(T);
+  extern __shared__ uint4 ring[];  // kStages × kKeysPerStep × C × 2 × kThreads chunks, then reused below
+  constexpr int kRowFloats = C * 32 * E;  // one row of a warp's output in shared memory
+  __shared__ RowInfo rows[R];
+  __shared__ float warp_m[kWarps][R], warp_l[kWarps][R];
+  auto warp_acc = reinterpret_cast<float(*)[R][kRowFloats]>(ring);  // [kWarps][R][kRowFloats], after the keys
+
+  ptx::griddepcontrol_launch_dependents();  // the merge may launch now
+  const Call& g = a;
+  const int L = a.lanes_per_key;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int sub = lane & (L - 1);
+  const std::int64_t b = blockIdx.z, kv_head = blockIdx.y;
+  const std::int64_t tile = blockIdx.x % a.row_tiles, part = blockIdx.x / a.row_tiles;
+  const std::int64_t row0 = tile * R;
+
+  if (threadIdx.x < R) rows[threadIdx.x] = row_info(a, kv_head, row0 + threadIdx.x);
+  __syncthreads();
+
+  std::int64_t key_begin, key_end;
+  block_keys<R>(a, rows, part, key_begin, key_end);
+
+  std::int64_t k_off[C], v_off[C];
+  lane_chunks<T, C>(a, L, sub, k_off, v_off);
+
+  // q rows of the tile, pre-multiplied by scale × log2(e).
+  float q[R][C][E];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const RowInfo info = rows[r];
+    const T* q_row = static_cast<const T*>(a.q) + b * a.q_strides.s[0] + info.head * a.q_strides.s[1] +
+                     info.position * a.q_strides.s[2];
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      const uint4 raw = info.valid ? load_chunk(q_row, a.q_strides.s[3], std::int64_t(c * L + sub) * E, g.head_dim,
+                                                a.wide_loads)
+                                   : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int e = 0; e < E; ++e) q[r][c][e] = chunk_element<T>(raw, e) * a.transform.dot_scale;
+    }
+  }
+
+  float m[R], l[R], acc[R][C][E];
+  stream_keys<T, C, R>(a, ring, rows, b, kv_head, key_begin, key_end, k_off, v_off, L, lane, warp, q, m, l, acc);
+  __syncthreads();  // the ring becomes warp_acc
+  store_warp_partials<C, R, E, kRowFloats>(m, l, acc, L, lane, warp, warp_acc, warp_m, warp_l);
+  __syncthreads();
+  merge_warps<T, R, kRowFloats>(a, rows, b, kv_head, part, row0, warp_m, warp_l, warp_acc);
 }
 
 template <typename T, int C, int R>
