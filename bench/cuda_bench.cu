@@ -104,11 +104,19 @@ __nv_bfloat16* random_bf16(std::int64_t count, std::uint32_t seed) {
 // random_bf16 (seeds 1 to 4, the same values every time), freed with the struct.
 struct BenchTensors {
   heed::TensorView q, k, v, out;
-  BenchTensors(const heed::Shape& q_shape, const heed::Shape& kv_shape) {
+  // kv_pitch > 0: K and V rows kv_pitch elements apart (a view of wider rows), else contiguous.
+  BenchTensors(const heed::Shape& q_shape, const heed::Shape& kv_shape, std::int64_t kv_pitch = 0) {
     const heed::Device gpu = heed::Device::cuda(0);
     q = heed::TensorView(random_bf16(q_shape.numel(), 1), heed::DType::BFloat16, q_shape, gpu);
-    k = heed::TensorView(random_bf16(kv_shape.numel(), 2), heed::DType::BFloat16, kv_shape, gpu);
-    v = heed::TensorView(random_bf16(kv_shape.numel(), 3), heed::DType::BFloat16, kv_shape, gpu);
+    if (kv_pitch > 0) {
+      const std::int64_t rows = kv_shape.numel() / kv_shape[3];
+      const std::vector<std::int64_t> strides{kv_shape[1] * kv_shape[2] * kv_pitch, kv_shape[2] * kv_pitch, kv_pitch, 1};
+      k = heed::TensorView(random_bf16(rows * kv_pitch, 2), heed::DType::BFloat16, kv_shape, strides, gpu);
+      v = heed::TensorView(random_bf16(rows * kv_pitch, 3), heed::DType::BFloat16, kv_shape, strides, gpu);
+    } else {
+      k = heed::TensorView(random_bf16(kv_shape.numel(), 2), heed::DType::BFloat16, kv_shape, gpu);
+      v = heed::TensorView(random_bf16(kv_shape.numel(), 3), heed::DType::BFloat16, kv_shape, gpu);
+    }
     out = heed::TensorView(random_bf16(q_shape.numel(), 4), heed::DType::BFloat16, q_shape, gpu);
   }
   ~BenchTensors() {
@@ -448,7 +456,10 @@ struct HeadSizeTiming {
 HeadSizeTiming time_head_size(std::int64_t batch, std::int64_t q_heads, std::int64_t kv_heads, std::int64_t q_len,
                               std::int64_t kv_len, std::int64_t head_dim, bool causal, int reps) {
   using namespace heed;
-  BenchTensors tensors(Shape{batch, q_heads, q_len, head_dim}, Shape{batch, kv_heads, kv_len, head_dim});
+  // HEED_BENCH_KV_PITCH=N: K and V rows N elements apart where N > D (the cost of rows' alignment).
+  const char* pitch = std::getenv("HEED_BENCH_KV_PITCH");
+  const std::int64_t kv_pitch = pitch != nullptr && std::atoll(pitch) > head_dim ? std::atoll(pitch) : 0;
+  BenchTensors tensors(Shape{batch, q_heads, q_len, head_dim}, Shape{batch, kv_heads, kv_len, head_dim}, kv_pitch);
   const Device gpu = tensors.q.device;
   AttentionOptions options;
   options.causal = causal;
@@ -484,11 +495,16 @@ HeadSizeTiming time_head_size(std::int64_t batch, std::int64_t q_heads, std::int
 // own size and at the compiled size its plan rounds it up to. "ratio" is the compiled size's time
 // over this size's: the rate at the compiled size's work against that size's own (1: rounding up
 // costs nothing beyond the padded columns).
-void time_head_sizes(int reps) {
-  std::vector<std::int64_t> sizes;
-  for (std::int64_t d = 8; d <= 256; d += 8) sizes.push_back(d);
-  sizes.push_back(512);
+// `only_sizes` (--head-size D, repeatable) and `mode` (--mode prefill|decode) narrow the sweep,
+// for profiling one size.
+void time_head_sizes(int reps, const std::vector<std::int64_t>& only_sizes, const std::string& mode) {
+  std::vector<std::int64_t> sizes = only_sizes;
+  if (sizes.empty()) {
+    for (std::int64_t d = 8; d <= 256; d += 8) sizes.push_back(d);
+    sizes.push_back(512);
+  }
   for (const bool decode : {false, true}) {
+    if (!mode.empty() && mode != (decode ? "decode" : "prefill")) continue;
     for (const std::int64_t d : sizes) {
       const auto timed = [&](std::int64_t head_dim) {
         return decode ? time_head_size(16, 32, 8, 1, 8192, head_dim, false, reps)
@@ -519,11 +535,15 @@ int main(int argc, char** argv) {
   bool variants = true;
   bool head_sizes = false;  // --head-sizes: the head-size sweep alone (time_head_sizes)
   std::vector<std::string> only;  // --case TEXT: cases whose name contains TEXT (repeatable)
+  std::vector<std::int64_t> only_sizes;  // --head-size D (repeatable), with --head-sizes
+  std::string mode;                      // --mode prefill|decode, with --head-sizes
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--reps" && i + 1 < argc) reps = std::atoi(argv[i + 1]);
     if (std::string(argv[i]) == "--no-variants") variants = false;
     if (std::string(argv[i]) == "--case" && i + 1 < argc) only.emplace_back(argv[++i]);
     if (std::string(argv[i]) == "--head-sizes") head_sizes = true;
+    if (std::string(argv[i]) == "--head-size" && i + 1 < argc) only_sizes.push_back(std::atoll(argv[++i]));
+    if (std::string(argv[i]) == "--mode" && i + 1 < argc) mode = argv[++i];
   }
   const auto selected = [&](const char* name) {
     if (only.empty()) return true;
@@ -537,7 +557,7 @@ int main(int argc, char** argv) {
   const double peak = gemm_tflops();
   std::printf("{\"copy_tbytes\": %.4f, \"read_tbytes\": %.4f, \"bf16_gemm_tflops\": %.1f}\n", copy, read_only, peak);
   if (head_sizes) {
-    time_head_sizes(reps);
+    time_head_sizes(reps, only_sizes, mode);
     return 0;
   }
   // Every case's own line first, then every case's variants: a case's line is not timed right
