@@ -55,13 +55,14 @@ void byte_strides_of(const cuuint64_t (&dims)[kRank], const std::int64_t (&strid
 
 template <int kRank>
 CUtensorMap encode(const void* data, DType type, const cuuint64_t (&dims)[kRank],
-                   const cuuint64_t (&byte_strides)[kRank - 1], const cuuint32_t (&box)[kRank], const char* what) {
+                   const cuuint64_t (&byte_strides)[kRank - 1], const cuuint32_t (&box)[kRank], const char* what,
+                   CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B) {
   cuuint32_t element_strides[kRank];
   for (int axis = 0; axis < kRank; ++axis) element_strides[axis] = 1;
   CUtensorMap map;
   const CUresult result = encode_function()(&map, map_type_of(type, what), kRank, const_cast<void*>(data), dims,
                                             byte_strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                            swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != CUDA_SUCCESS) {
     std::string shape;
@@ -75,18 +76,33 @@ CUtensorMap encode(const void* data, DType type, const cuuint64_t (&dims)[kRank]
   return map;
 }
 
-}  // namespace
-
-CUtensorMap kv_tensor_map(const void* data, DType type, const Call& g, std::int64_t columns,
-                          std::int64_t keys, const Strides4& strides, int box_keys, const char* what) {
+CUtensorMap kv_map(const void* data, DType type, const Call& g, std::int64_t columns, std::int64_t keys,
+                   const Strides4& strides, cuuint32_t box_columns, int box_keys, CUtensorMapSwizzle swizzle,
+                   const char* what) {
   const cuuint64_t dims[4] = {static_cast<cuuint64_t>(columns),
                               static_cast<cuuint64_t>(std::max<std::int64_t>(keys, 1)),
                               static_cast<cuuint64_t>(g.kv_heads), static_cast<cuuint64_t>(g.batch)};
   const std::int64_t steps[3] = {strides.s[2], strides.s[1], strides.s[0]};
   cuuint64_t byte_strides[3];
   byte_strides_of(dims, steps, byte_strides);
-  const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(box_keys), 1, 1};
-  return encode(data, type, dims, byte_strides, box, what);
+  const cuuint32_t box[4] = {box_columns, static_cast<cuuint32_t>(box_keys), 1, 1};
+  return encode(data, type, dims, byte_strides, box, what, swizzle);
+}
+
+}  // namespace
+
+CUtensorMap kv_tensor_map(const void* data, DType type, const Call& g, std::int64_t columns,
+                          std::int64_t keys, const Strides4& strides, int box_keys, const char* what) {
+  return kv_map(data, type, g, columns, keys, strides, 64, box_keys, CU_TENSOR_MAP_SWIZZLE_128B, what);
+}
+
+CUtensorMap kv_rows_tensor_map(const void* data, DType type, const Call& g, std::int64_t columns,
+                               std::int64_t keys, const Strides4& strides, int box_keys, const char* what) {
+  if (columns < 8 || columns > 256 || columns % 8 != 0) {
+    throw Error(ErrorKind::Internal, format("[heed::attention] {}: whole-row boxes of {} columns", what, columns));
+  }
+  return kv_map(data, type, g, columns, keys, strides, static_cast<cuuint32_t>(columns), box_keys,
+                CU_TENSOR_MAP_SWIZZLE_NONE, what);
 }
 
 bool row_tensor_map_fits(const void* data, const Call& g, const Strides4& strides) {

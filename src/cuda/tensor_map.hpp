@@ -18,6 +18,12 @@ namespace heed::cuda {
 // key: a kernel then loads no tile. `what` names the operand and its kernel in errors.
 CUtensorMap kv_tensor_map(const void* data, DType type, const Call& g, std::int64_t columns,
                           std::int64_t keys, const Strides4& strides, int box_keys, const char* what);
+// The same operand as whole rows: boxes of all `columns` (at most 256) × `box_keys` keys, no
+// swizzle, so a box lands in shared memory as dense rows of E elements. Rows that are no
+// multiple of 64 columns decode at 0.63-0.88 of their compiled size's rate in 64-column boxes
+// and 1.09-1.63 in whole rows (`heed_cuda_bench --head-sizes --mode decode`, docs/decisions.md).
+CUtensorMap kv_rows_tensor_map(const void* data, DType type, const Call& g, std::int64_t columns,
+                               std::int64_t keys, const Strides4& strides, int box_keys, const char* what);
 
 // Whether a [B, Hq, Lq, E] operand (Q or the output) can be described by row_tensor_map: the
 // group divides 64, rows are contiguous and 16-byte aligned, and the strides of dims longer

@@ -59,29 +59,44 @@ static_assert(sizeof(StaticShared<plan::cuda::kVectorMmaWarps>) <= plan::cuda::k
 static_assert(sizeof(StaticShared<plan::cuda::kVectorTmaWideWarps>) <= plan::cuda::kVectorTmaWideStaticSharedBytes);
 
 // This lane's ldmatrix addresses within an item (16 keys × class columns as 64-column boxes,
-// 128-byte swizzled: chunk c of key row k sits at k·128 + ((c ^ (k & 7)) · 16)). Matrix i of
+// 128-byte swizzled: chunk c of key row k sits at k·128 + ((c ^ (k & 7)) · 16); or as dense
+// rows: at k·row_bytes + c·16; TmaItemLayout). Matrix i of
 // an x4 load takes its row addresses from lanes 8i .. 8i + 7. K (A of Sᵀ = K·Qᵀ): matrices
 // (keys 0-7, dims 0-7), (keys 8-15, dims 0-7), (keys 0-7, dims 8-15), (keys 8-15, dims 8-15) of
 // a 16-dim step. V (A of Oᵀ = Vᵀ·Pᵀ, transposed on load): (keys 0-7, columns 0-7), (keys 0-7,
 // columns 8-15), (keys 8-15, columns 0-7), (keys 8-15, columns 8-15) of a 16-column m-tile.
 struct FragmentAddresses {
   unsigned k_row, v_row;  // byte offset of the lane's key row
-  unsigned k_chunk[4], v_chunk[4];  // swizzled byte offset of step / m-tile j within its box (j = 0..3)
+  unsigned k_box, v_box;  // bytes from one 64-column box (8 chunks) to the next
+  unsigned k_chunk[4], v_chunk[4];  // byte offset of step / m-tile j within its box (j = 0..3)
+  int k_chunks, v_chunks;  // 16-byte chunks of a K / V row; steps and m-tiles past them are skipped
 };
 
-__device__ __forceinline__ FragmentAddresses fragment_addresses(int lane) {
+__device__ __forceinline__ FragmentAddresses fragment_addresses(int lane, const VectorTmaArgs& a) {
   FragmentAddresses f;
   const int row = lane & 7;
   const int k_key = ((lane >> 3) & 1) * 8 + row, k_half = lane >> 4;
   const int v_key = (lane >> 4) * 8 + row, v_half = (lane >> 3) & 1;
-  f.k_row = static_cast<unsigned>(k_key) * 128;
-  f.v_row = static_cast<unsigned>(v_key) * 128;
+  const int k_swizzle = a.k_layout.swizzled ? row : 0, v_swizzle = a.v_layout.swizzled ? row : 0;
+  f.k_row = static_cast<unsigned>(k_key) * a.k_layout.row_bytes;
+  f.v_row = static_cast<unsigned>(v_key) * a.v_layout.row_bytes;
+  f.k_box = a.k_layout.box_stride;
+  f.v_box = a.v_layout.box_stride;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    f.k_chunk[j] = static_cast<unsigned>(((2 * j + k_half) ^ row) << 4);
-    f.v_chunk[j] = static_cast<unsigned>(((2 * j + v_half) ^ row) << 4);
+    f.k_chunk[j] = static_cast<unsigned>(((2 * j + k_half) ^ k_swizzle) << 4);
+    f.v_chunk[j] = static_cast<unsigned>(((2 * j + v_half) ^ v_swizzle) << 4);
   }
+  f.k_chunks = a.k_layout.chunks;
+  f.v_chunks = a.v_layout.chunks;
   return f;
+}
+
+// Zeros the halves of an x4 fragment that lie past a row of `chunks` 16-byte chunks: a dense
+// item's bytes there are the next key's (or stale), and q's zeros would not cancel a NaN.
+// `first` is the fragment's first chunk; `upper` holds the registers of chunk first + 1.
+__device__ __forceinline__ void clear_past_row(unsigned (&m)[4], int first, int chunks, int upper0, int upper1) {
+  if (first + 1 >= chunks) m[upper0] = m[upper1] = 0u;
 }
 
 // The online-softmax state of this lane's rows and its share of Oᵀ: kClass / 16 m-tiles of 16
@@ -105,16 +120,24 @@ __device__ __forceinline__ void consume_keys(const VectorArgs& a, const RowInfo*
     for (int e = 0; e < 4; ++e) s[nt][e] = s_odd[nt][e] = 0.0f;
 #pragma unroll
   for (int pair = 0; pair < kPairs; ++pair) {
-    const unsigned box = item + static_cast<unsigned>(pair / 2) * kBoxBytes + f.k_row;
-    unsigned k_even[4], k_odd[4];
+    // Steps 2·pair and 2·pair + 1 cover chunks 4·pair .. 4·pair + 3; a step past the row is
+    // skipped (its q is zero), a half past it cleared.
+    if (4 * pair >= f.k_chunks) break;
+    const unsigned box = item + static_cast<unsigned>(pair / 2) * f.k_box + f.k_row;
+    const bool odd = 4 * pair + 2 < f.k_chunks;
+    unsigned k_even[4], k_odd[4] = {0u, 0u, 0u, 0u};
     ptx::ldmatrix_x4(box + f.k_chunk[(2 * pair) & 3], k_even);
-    ptx::ldmatrix_x4(box + f.k_chunk[(2 * pair + 1) & 3], k_odd);
+    clear_past_row(k_even, 4 * pair, f.k_chunks, 2, 3);
+    if (odd) {
+      ptx::ldmatrix_x4(box + f.k_chunk[(2 * pair + 1) & 3], k_odd);
+      clear_past_row(k_odd, 4 * pair + 2, f.k_chunks, 2, 3);
+    }
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       if (nt >= n_tiles) break;
       const uint4 q = ptx::ld_shared_v4(q_lane + static_cast<unsigned>(nt * kPairs + pair) * 32 * 16);
       ptx::mma_m16n8k16<T>(s[nt], k_even[0], k_even[1], k_even[2], k_even[3], q.x, q.y);
-      ptx::mma_m16n8k16<T>(s_odd[nt], k_odd[0], k_odd[1], k_odd[2], k_odd[3], q.z, q.w);
+      if (odd) ptx::mma_m16n8k16<T>(s_odd[nt], k_odd[0], k_odd[1], k_odd[2], k_odd[3], q.z, q.w);
     }
   }
   vector_mma::softmax_item<T, NT, kClass / 16, true>(a, rows, s, s_odd, n_tiles, key0, key_begin, b, lo, hi,
@@ -127,8 +150,11 @@ __device__ __forceinline__ void consume_values(unsigned item, const FragmentAddr
                                                Accumulators<NT, kClass>& acc) {
 #pragma unroll
   for (int t = 0; t < kClass / 16; ++t) {
+    // m-tile t is columns 16t .. 16t + 15 (chunks 2t, 2t + 1): one past the row is skipped.
+    if (2 * t >= f.v_chunks) break;
     unsigned v[4];
-    ptx::ldmatrix_x4_trans(item + static_cast<unsigned>(t / 4) * kBoxBytes + f.v_row + f.v_chunk[t & 3], v);
+    ptx::ldmatrix_x4_trans(item + static_cast<unsigned>(t / 4) * f.v_box + f.v_row + f.v_chunk[t & 3], v);
+    clear_past_row(v, 2 * t, f.v_chunks, 1, 3);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       if (nt >= n_tiles) break;
@@ -219,10 +245,13 @@ __global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
     const unsigned destination = ring + static_cast<unsigned>(issue_slot) * kItemBytes;
     const unsigned barrier = full + 8u * static_cast<unsigned>(issue_slot);
     const int key0 = first_key + (item >> 1) * kBlockStep;
-    const CUtensorMap* map = (item & 1) != 0 ? &a.v_map : &a.k_map;
-    ptx::mbarrier_expect_bytes(barrier, kItemBytes);
+    const bool values = (item & 1) != 0;
+    const CUtensorMap* map = values ? &a.v_map : &a.k_map;
+    const TmaItemLayout& layout = values ? a.v_layout : a.k_layout;
+    ptx::mbarrier_expect_bytes(barrier, layout.bytes);
 #pragma unroll
     for (int box = 0; box < kBoxes; ++box) {
+      if (box >= layout.boxes) break;
       ptx::tma_load_box(destination + box * kBoxBytes, map, barrier, box * kBoxColumns, key0, head, batch);
     }
     issue_slot = issue_slot + 1 == ring_items ? 0 : issue_slot + 1;
@@ -253,7 +282,7 @@ __global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
 
   Accumulators<NT, kClass> acc;
   acc.reset();
-  const FragmentAddresses f = fragment_addresses(lane);
+  const FragmentAddresses f = fragment_addresses(lane, a);
   const unsigned q_lane = q_base + static_cast<unsigned>(lane) * 16;
   int read_slot = 0;
   unsigned phase = 0;

@@ -16,11 +16,25 @@
 
 namespace heed::cuda {
 
+// How one K or V item (16 keys) lies in its ring slot. Rows of a multiple of 64 columns come as
+// 64-column boxes, 128-byte swizzled (box_stride = 2048 bytes, 128 bytes a key row, as many
+// boxes as the row has); other rows as one whole-row box, unswizzled: dense rows of
+// row_bytes, and box_stride = 128, so that 16-byte chunk c of key k always sits at
+// (c / 8) · box_stride + k · row_bytes + (c % 8) · 16 before the swizzle.
+struct TmaItemLayout {
+  unsigned row_bytes = 0, box_stride = 0;
+  unsigned bytes = 0;  // what an item's copies bring: the slot mbarrier's expected count
+  int boxes = 0;       // copies per item
+  int chunks = 0;      // 16-byte chunks of a row: later ones are never read
+  bool swizzled = false;
+};
+
 // The vector kernel's arguments plus the TMA tensor maps of K and V (dims D, visible keys, Hkv,
-// B; boxes of 64 columns × 16 keys), built on the host for each call; the kernel takes them as
-// a __grid_constant__ parameter.
+// B; boxes of 16 keys), built on the host for each call; the kernel takes them as a
+// __grid_constant__ parameter.
 struct VectorTmaArgs : VectorArgs {
   CUtensorMap k_map, v_map;
+  TmaItemLayout k_layout, v_layout;
 };
 
 // The maps of `args` for the plan's shape (keys past the visible span read as zeros).

@@ -9,16 +9,48 @@ namespace heed::cuda {
 
 static_assert(plan::cuda::kVectorTmaBoxColumns == 64, "kv_tensor_map's boxes are 64 columns wide");
 
+namespace {
+
+constexpr int kKeys = plan::cuda::kVectorMmaKeysPerTile;
+constexpr int kColumns = plan::cuda::kVectorTmaBoxColumns;
+
+TmaItemLayout item_layout(std::int64_t columns) {
+  TmaItemLayout l;
+  l.chunks = static_cast<int>(columns / 8);
+  l.swizzled = columns % kColumns == 0 || columns > 256;
+  if (l.swizzled) {
+    l.boxes = static_cast<int>((columns + kColumns - 1) / kColumns);
+    l.row_bytes = 2 * kColumns;
+    l.box_stride = kKeys * l.row_bytes;
+  } else {
+    l.boxes = 1;
+    l.row_bytes = static_cast<unsigned>(2 * columns);
+    l.box_stride = 2 * kColumns;
+  }
+  l.bytes = l.swizzled ? static_cast<unsigned>(l.boxes) * l.box_stride : kKeys * l.row_bytes;
+  return l;
+}
+
+CUtensorMap make_map(const void* data, const VectorTmaArgs& args, std::int64_t columns, std::int64_t keys,
+                     const Strides4& strides, const TmaItemLayout& l, const char* what) {
+  return l.swizzled ? kv_tensor_map(data, args.dtype, args, columns, keys, strides, kKeys, what)
+                    : kv_rows_tensor_map(data, args.dtype, args, columns, keys, strides, kKeys, what);
+}
+
+}  // namespace
+
 void make_vector_tma_maps(VectorTmaArgs& args, const plan::CudaVectorShape& shape) {
   if (!args.wide_loads) {
     throw Error(ErrorKind::Internal,
                 "[heed::attention] TMA vector kernel planned for rows that are not 16-byte chunks");
   }
   // Keys past the visible span (the last tile of the last partition) read as zeros.
-  args.k_map = kv_tensor_map(args.k, args.dtype, args, args.head_dim, shape.span_end, args.k_strides,
-                             plan::cuda::kVectorMmaKeysPerTile, "the TMA vector kernel's k");
-  args.v_map = kv_tensor_map(args.v, args.dtype, args, args.value_dim, shape.span_end, args.v_strides,
-                             plan::cuda::kVectorMmaKeysPerTile, "the TMA vector kernel's v");
+  args.k_layout = item_layout(args.head_dim);
+  args.v_layout = item_layout(args.value_dim);
+  args.k_map = make_map(args.k, args, args.head_dim, shape.span_end, args.k_strides, args.k_layout,
+                        "the TMA vector kernel's k");
+  args.v_map = make_map(args.v, args, args.value_dim, shape.span_end, args.v_strides, args.v_layout,
+                        "the TMA vector kernel's v");
 }
 
 }  // namespace heed::cuda

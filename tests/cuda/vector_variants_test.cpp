@@ -39,10 +39,16 @@ plan::CudaVectorTuning tuned(std::int64_t partitions, int ring_items, int blocks
   return tuning;
 }
 
+bool hopper() {
+  cudaDeviceProp properties{};
+  return cudaGetDeviceProperties(&properties, 0) == cudaSuccess && properties.major == 9;
+}
+
 // Plans `spec` with `tuning` (beside the environment's overrides; `kernel` where not Auto), runs
-// it on device copies (output poisoned) and compares.
+// it on device copies (output poisoned) and compares; `tma`: the TMA kernel must run it on a
+// 9.0 device.
 void check_tuned(const CaseSpec& spec, const plan::CudaVectorTuning& tuning,
-                 plan::CudaVectorKernel kernel = plan::CudaVectorKernel::Auto) {
+                 plan::CudaVectorKernel kernel = plan::CudaVectorKernel::Auto, bool tma = false) {
   const auto problem = make_problem(spec);
   DeviceProblem device(*problem);
   const Device gpu = Device::cuda(0);
@@ -56,6 +62,7 @@ void check_tuned(const CaseSpec& spec, const plan::CudaVectorTuning& tuning,
   SCOPED_TRACE(route.plan.to_json());
   ASSERT_TRUE(std::holds_alternative<route::Vector>(route.plan.kernel));
   if (kernel != plan::CudaVectorKernel::Auto) EXPECT_FALSE(route.vector.tma);
+  if (tma && hopper()) EXPECT_TRUE(route.vector.tma);
   if (kernel == plan::CudaVectorKernel::Fma) EXPECT_FALSE(route.vector.tensor_cores);
   if (tuning.partitions > 0) EXPECT_LE(route.vector.partitions, tuning.partitions);  // whole tiles on TMA
   // Wide blocks where asked and served (head class <= 128, at most 8 rows per block).
@@ -89,6 +96,32 @@ TEST(CudaVectorVariants, EveryRingAndBlockCountMatchesTheOracle) {
     for (const plan::CudaVectorTuning& tuning : tunings) {
       SCOPED_TRACE(spec.name);
       check_tuned(spec, tuning);
+    }
+  }
+}
+
+// The TMA kernel on head sizes that round up to a class: rows that are not whole 64-column
+// boxes arrive as dense rows (one whole-row box; chunks past the row are skipped or cleared),
+// D != Dv mixes the two layouts, and D 192 reads three of its class's four boxes. Several
+// partitions, so that tiles end inside a block's range.
+TEST(CudaVectorVariants, TheTmaKernelReadsWholeRows) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device: the gpu tests need one";
+  const CaseSpec cases[] = {
+      Make("tma_bf16_d8", 1, 16, 2, 1, 3000, 8, 8, bf16),
+      Make("tma_f16_d24_keypad", 2, 16, 2, 1, 2500, 24, 24, f16).mask(MaskKind::KeyPadding).masked_rows(),
+      Make("tma_bf16_d56_window_sinks", 1, 32, 4, 1, 3000, 56, 56, bf16).window(1701).sinks(bf16),
+      Make("tma_f16_d48_rows16", 1, 32, 2, 1, 2000, 48, 48, f16),
+      Make("tma_bf16_d104_causal", 1, 16, 2, 1, 2600, 104, 104, bf16).causal(),
+      Make("tma_f16_d120_dv128", 1, 16, 2, 1, 2000, 120, 128, f16),
+      Make("tma_bf16_d64_dv40", 1, 16, 2, 1, 2000, 64, 40, bf16),
+      Make("tma_bf16_d184_sinks", 1, 16, 2, 1, 1500, 184, 184, bf16).sinks(),
+      Make("tma_f16_d192", 1, 16, 2, 1, 1500, 192, 192, f16),
+      Make("tma_bf16_d248_dv200", 1, 8, 1, 1, 1200, 248, 200, bf16),
+  };
+  for (const CaseSpec& spec : cases) {
+    for (const plan::CudaVectorTuning& tuning : {tuned(0, 0, 0), tuned(7, 2, 0), tuned(0, 0, 0, 16)}) {
+      SCOPED_TRACE(spec.name);
+      check_tuned(spec, tuning, plan::CudaVectorKernel::Auto, /*tma=*/true);
     }
   }
 }
