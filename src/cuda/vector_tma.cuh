@@ -9,7 +9,8 @@
 // differ. Each warp streams its own 16-key tiles (tile t of the block goes to warp t % W), K
 // and V of a tile as two items of a per-warp ring in shared memory. Lane 0 copies an item as
 // 64-column boxes by TMA (cp.async.bulk.tensor, 128-byte swizzle) that complete on the slot's
-// mbarrier: the copy engine, not the lanes, keeps the ring's bytes in flight, which per-lane
+// mbarrier (or, for rows that are no multiple of 64 columns, as one unswizzled box of whole
+// rows): the copy engine, not the lanes, keeps the ring's bytes in flight, which per-lane
 // cp.async could not (the cp.async kernel stalls near 3 TB/s with ~100 KiB requested per SM).
 // Lanes read their MMA fragments with ldmatrix (K as A, V transposed as Vᵀ's A), swizzled,
 // so without bank conflicts.
@@ -185,6 +186,54 @@ __device__ __forceinline__ void store_warp_out(const Accumulators<NT, kClass>& a
   }
 }
 
+// Lane 0's side of a warp's ring: item `item` (K of tile item / 2 when even, V when odd) into
+// the next slot, as the item's boxes completing on the slot's mbarrier.
+template <unsigned kItemBytes, int kBoxes>
+struct TmaRing {
+  unsigned ring, full;
+  int items, first_key, block_step, head, batch;
+  int slot = 0;
+
+  __device__ __forceinline__ void issue(const VectorTmaArgs& a, int item) {
+    const unsigned destination = ring + static_cast<unsigned>(slot) * kItemBytes;
+    const unsigned barrier = full + 8u * static_cast<unsigned>(slot);
+    const int key0 = first_key + (item >> 1) * block_step;
+    const bool values = (item & 1) != 0;
+    const CUtensorMap* map = values ? &a.v_map : &a.k_map;
+    const TmaItemLayout& layout = values ? a.v_layout : a.k_layout;
+    ptx::mbarrier_expect_bytes(barrier, layout.bytes);
+#pragma unroll
+    for (int box = 0; box < kBoxes; ++box) {
+      if (box >= layout.boxes) break;
+      ptx::tma_load_box(destination + box * kBoxBytes, map, barrier, box * kBoxColumns, key0, head, batch);
+    }
+    slot = slot + 1 == items ? 0 : slot + 1;
+  }
+};
+
+// q as B fragments (row nt·8 + gid; dims 32·pair + 2tq + {0, 8, 16, 24}, two each), zeros past
+// the tile and past D: one 16-byte chunk per lane and pair (4-byte loads of even dims, wide
+// rows; D a multiple of 8, so each pair of dims is within D or past it).
+template <typename T, int NT, int kPairs, int kThreads>
+__device__ __forceinline__ void load_q(const VectorTmaArgs& a, const RowInfo* rows, int tile_rows, std::int64_t b,
+                                       unsigned q_base) {
+  for (int index = threadIdx.x; index < NT * kPairs * 32; index += kThreads) {
+    const int nt = index / (kPairs * 32), pair = (index / 32) % kPairs, fragment_lane = index % 32;
+    const int r = nt * 8 + fragment_lane / 4, d = 32 * pair + 2 * (fragment_lane % 4);
+    uint4 value = make_uint4(0, 0, 0, 0);
+    if (r < tile_rows) {
+      const RowInfo& row = rows[r];
+      const auto* words = reinterpret_cast<const unsigned*>(static_cast<const T*>(a.q) + b * a.q_strides.s[0] +
+                                                            row.head * a.q_strides.s[1] +
+                                                            row.position * a.q_strides.s[2] + d);
+      const int head_dim = static_cast<int>(a.head_dim), first = 32 * pair;
+      value = make_uint4(first < head_dim ? words[0] : 0u, first + 8 < head_dim ? words[4] : 0u,
+                         first + 16 < head_dim ? words[8] : 0u, first + 24 < head_dim ? words[12] : 0u);
+    }
+    ptx::st_shared_v4(q_base + static_cast<unsigned>(index) * 16, value);
+  }
+}
+
 // Resident blocks per SM the register budget is cut for (ptxas, sm_90a): see cuda_tables.hpp;
 // one wide block.
 template <int kClass, int NT, int W>
@@ -239,45 +288,12 @@ __global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
   const int items = 2 * tiles;
   const int head = static_cast<int>(kv_head), batch = static_cast<int>(b);
   const int first_key = static_cast<int>(key_begin) + warp * kTileKeys;
-  int issue_slot = 0;
-  // Lane 0 only: item `item` into the next slot (K of tile item / 2 when even, V when odd).
-  const auto issue = [&](int item) {
-    const unsigned destination = ring + static_cast<unsigned>(issue_slot) * kItemBytes;
-    const unsigned barrier = full + 8u * static_cast<unsigned>(issue_slot);
-    const int key0 = first_key + (item >> 1) * kBlockStep;
-    const bool values = (item & 1) != 0;
-    const CUtensorMap* map = values ? &a.v_map : &a.k_map;
-    const TmaItemLayout& layout = values ? a.v_layout : a.k_layout;
-    ptx::mbarrier_expect_bytes(barrier, layout.bytes);
-#pragma unroll
-    for (int box = 0; box < kBoxes; ++box) {
-      if (box >= layout.boxes) break;
-      ptx::tma_load_box(destination + box * kBoxBytes, map, barrier, box * kBoxColumns, key0, head, batch);
-    }
-    issue_slot = issue_slot + 1 == ring_items ? 0 : issue_slot + 1;
-  };
+  TmaRing<kItemBytes, kBoxes> ring_in{ring, full, ring_items, first_key, kBlockStep, head, batch};
   if (lane == 0) {
-    for (int item = 0; item < ring_items - 1 && item < items; ++item) issue(item);
+    for (int item = 0; item < ring_items - 1 && item < items; ++item) ring_in.issue(a, item);
   }
 
-  // q as B fragments (row nt·8 + gid; dims 32·pair + 2tq + {0, 8, 16, 24}, two each), zeros
-  // past the tile and past D: one 16-byte chunk per lane and pair (4-byte loads of even dims,
-  // wide rows; D a multiple of 8, so each pair of dims is within D or past it).
-  for (int index = threadIdx.x; index < NT * kPairs * 32; index += kThreads) {
-    const int nt = index / (kPairs * 32), pair = (index / 32) % kPairs, fragment_lane = index % 32;
-    const int r = nt * 8 + fragment_lane / 4, d = 32 * pair + 2 * (fragment_lane % 4);
-    uint4 value = make_uint4(0, 0, 0, 0);
-    if (r < tile_rows) {
-      const RowInfo& row = sh.rows[r];
-      const auto* words = reinterpret_cast<const unsigned*>(static_cast<const T*>(a.q) + b * a.q_strides.s[0] +
-                                                            row.head * a.q_strides.s[1] +
-                                                            row.position * a.q_strides.s[2] + d);
-      const int head_dim = static_cast<int>(a.head_dim), first = 32 * pair;
-      value = make_uint4(first < head_dim ? words[0] : 0u, first + 8 < head_dim ? words[4] : 0u,
-                         first + 16 < head_dim ? words[8] : 0u, first + 24 < head_dim ? words[12] : 0u);
-    }
-    ptx::st_shared_v4(q_base + static_cast<unsigned>(index) * 16, value);
-  }
+  load_q<T, NT, kPairs, kThreads>(a, sh.rows, tile_rows, b, q_base);
   __syncthreads();
 
   Accumulators<NT, kClass> acc;
@@ -288,7 +304,7 @@ __global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
   unsigned phase = 0;
   for (int item = 0; item < items; ++item) {
     __syncwarp();  // every lane is done with the slot the previous item was read from
-    if (lane == 0 && item + ring_items - 1 < items) issue(item + ring_items - 1);
+    if (lane == 0 && item + ring_items - 1 < items) ring_in.issue(a, item + ring_items - 1);
     ptx::mbarrier_wait(full + 8u * static_cast<unsigned>(read_slot), phase);
     __syncwarp();
     const unsigned slot = ring + static_cast<unsigned>(read_slot) * kItemBytes;

@@ -1,5 +1,7 @@
 // The TMA vector kernel's tensor maps of K and V, built on the host for each call.
 
+#include <iterator>
+
 #include "cuda/tensor_map.hpp"
 #include "cuda/vector_tma.hpp"
 #include "heed/error.hpp"
@@ -8,6 +10,7 @@
 namespace heed::cuda {
 
 static_assert(plan::cuda::kVectorTmaBoxColumns == 64, "kv_tensor_map's boxes are 64 columns wide");
+static_assert(std::end(plan::cuda::kVectorTmaHeadClasses)[-1] <= 256, "a whole-row box holds at most 256 columns");
 
 namespace {
 
@@ -17,7 +20,7 @@ constexpr int kColumns = plan::cuda::kVectorTmaBoxColumns;
 TmaItemLayout item_layout(std::int64_t columns) {
   TmaItemLayout l;
   l.chunks = static_cast<int>(columns / 8);
-  l.swizzled = columns % kColumns == 0 || columns > 256;
+  l.swizzled = !plan::cuda::vector_tma_whole_rows(columns);
   if (l.swizzled) {
     l.boxes = static_cast<int>((columns + kColumns - 1) / kColumns);
     l.row_bytes = 2 * kColumns;

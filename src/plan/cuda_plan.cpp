@@ -340,88 +340,124 @@ std::int64_t mma_partitions(std::int64_t groups, std::int64_t span, std::int64_t
   return best;
 }
 
+// Facts of a vector plan's key partitions that its explanation names.
+struct VectorSpan {
+  std::int64_t span = 0;      // keys visible to the call's rows
+  std::int64_t groups = 0;    // batch x key head x row tile
+  std::int64_t slots = 0;     // resident block slots the partitions fill
+  std::int64_t overhead = 0;  // a block's fixed cost, in keys
+};
+
+// Partitions of the visible span: for the tensor-core kernels the fewest waves of (keys + a
+// block's overhead), for the CUDA-core kernel about kVectorBlocksPerSm blocks per SM.
+VectorSpan size_partitions(CudaVectorShape& s, const Problem& p, const CudaDeviceInfo& device,
+                           const CudaVectorTuning& tuning) {
+  VectorSpan v;
+  const auto [begin, end] = visible_span(p);
+  s.span_begin = begin;
+  s.span_end = end;
+  v.span = end - begin;
+  v.groups = p.batch * p.kv_heads * s.row_tiles;
+  v.slots = std::int64_t{device.sm_count} *
+            (s.tma ? std::min(s.blocks_per_sm, kVectorTmaPartitionBlocksPerSm) : s.blocks_per_sm);
+  const std::int64_t key_bytes =
+      std::max<std::int64_t>(1, (p.head_dim + p.value_dim) * static_cast<std::int64_t>(size_of(p.dtype)));
+  v.overhead = ceil_div(kVectorBlockOverheadBytes, key_bytes);
+  s.partitions = 1;
+  if (s.tensor_cores) {
+    s.partitions = mma_partitions(v.groups, v.span, v.slots, v.overhead, std::int64_t{s.warps} * kVectorMmaKeysPerTile);
+  } else {
+    const std::int64_t target = kVectorBlocksPerSm * device.sm_count;
+    if (v.groups < target && v.span >= 2 * kVectorMinKeysPerPartition) {
+      s.partitions = std::clamp<std::int64_t>(ceil_div(target, std::max<std::int64_t>(v.groups, 1)), 1,
+                                              v.span / kVectorMinKeysPerPartition);
+    }
+  }
+  if (tuning.partitions > 0) s.partitions = std::min(tuning.partitions, std::max<std::int64_t>(v.span, 1));
+  if (tuning.ring_items > 0 && s.tensor_cores) {
+    s.ring_items = std::clamp(tuning.ring_items, kVectorMmaMinRingItems, s.ring_items);
+    s.shared_bytes = mma_shared_bytes(s, s.ring_items);
+  }
+  s.keys_per_partition = std::max<std::int64_t>(ceil_div(v.span, s.partitions), 1);
+  // TMA: whole 16-key tiles per partition, so that only the span's last tile reads past it.
+  if (s.tma) s.keys_per_partition = ceil_div(s.keys_per_partition, kVectorMmaKeysPerTile) * kVectorMmaKeysPerTile;
+  s.partitions = std::max<std::int64_t>(1, ceil_div(v.span, s.keys_per_partition));
+  return v;
+}
+
+std::string tma_loads_reason(const Problem& p) {
+  const auto boxes = [](std::int64_t columns) {
+    return vector_tma_whole_rows(columns) ? format("whole rows ({} columns x 16 keys, no swizzle)", columns)
+                                          : std::string("64-column x 16-key boxes, 128-byte swizzle");
+  };
+  const std::string k = boxes(p.head_dim), v = boxes(p.value_dim);
+  return format("loads: TMA (cp.async.bulk.tensor, {}) by lane 0 of each warp into its ring, one mbarrier per "
+                "slot; this 9.0 device and the call's contiguous 16-byte rows allow it",
+                k == v ? k : format("K as {}, V as {}", k, v));
+}
+
+void explain_mma_vector(std::vector<std::string>& reasons, const Problem& p, const CudaDeviceInfo& device,
+                        const VectorFit& fit, const CudaVectorShape& s, const VectorSpan& v) {
+  reasons.push_back(format("vector kernel: tensor cores (mma.sync m16n8k16, {} in, float32 accumulate), keys as M "
+                           "and query rows as N: {} query rows per key head in {} tile(s) of {}; head class {} "
+                           "(D {} in {} steps of 32, Dv {} in {} steps of 64)",
+                           short_name(p.dtype), s.rows, s.row_tiles, s.row_tile, s.head_class, p.head_dim, s.k_steps,
+                           p.value_dim, s.v_steps));
+  if (p.head_dim != s.head_class || p.value_dim != s.head_class) {
+    reasons.push_back(format("{} on the compiled {} ({}, stores past Dv skipped)",
+                             p.head_dim == p.value_dim
+                                 ? format("head size {} runs", p.head_dim)
+                                 : format("head sizes D {} / Dv {} run", p.head_dim, p.value_dim),
+                             s.head_class,
+                             s.tma ? "the kernel skips the class's columns past the call's"
+                                   : "the copies past the call's columns write zeros"));
+  }
+  reasons.push_back(s.tma ? tma_loads_reason(p)
+                          : format("loads: per-lane cp.async of each lane's fragments ({})", fit.tma_why));
+  reasons.push_back(format("ring: {} items of 16 keys (K or V) per warp x {} warps, {} bytes of shared memory per "
+                           "block, {} block(s) per SM ({} bytes per SM){}",
+                           s.ring_items, s.warps, s.shared_bytes, s.blocks_per_sm, device.shared_per_sm,
+                           s.warps == kVectorTmaWideWarps
+                               ? format("; wide blocks: {} (batch x key head x row tile) groups about fill the {} "
+                                        "SMs, each streamed by one block of 16 warps",
+                                        v.groups, device.sm_count)
+                               : std::string()));
+  reasons.push_back(format("key partitions: {} of {} keys: {} (batch x key head x row tile) groups over {} x {} "
+                           "block slots, {} wave(s); {} keys visible{} (fewest waves x (keys + {} keys of "
+                           "per-block overhead))",
+                           s.partitions, s.keys_per_partition, v.groups, device.sm_count, v.slots / device.sm_count,
+                           ceil_div(v.groups * s.partitions, v.slots), v.span, p.window ? " in the window" : "",
+                           v.overhead));
+}
+
+void explain_fma_vector(std::vector<std::string>& reasons, const Problem& p, const VectorFit& fit,
+                        const CudaVectorShape& s, const VectorSpan& v, const CudaDeviceInfo& device) {
+  reasons.push_back(format("vector kernel: CUDA cores ({}): {} lanes per key x {} chunk(s) of {} elements "
+                           "(16-byte loads); {} query rows per block in {} tile(s) of {}",
+                           fit.cores_why, s.lanes_per_key, s.chunks_per_lane, s.elems_per_chunk, s.rows, s.row_tiles,
+                           s.row_tile));
+  if (!fit.tma_why.empty() && p.dtype != DType::Float32) reasons.push_back("no TMA kernel: " + fit.tma_why);
+  reasons.push_back(format("key partitions: {} of {} keys ({} (batch x key head x row tile) groups for {} x {} "
+                           "SMs; {} keys visible{}, >= {} keys per partition)",
+                           s.partitions, s.keys_per_partition, v.groups, kVectorBlocksPerSm, device.sm_count, v.span,
+                           p.window ? " in the window" : "", kVectorMinKeysPerPartition));
+}
+
 void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, const VectorFit& fit,
                   const CudaVectorTuning& tuning) {
   auto& reasons = r.plan.reasons;
   CudaVectorShape& s = r.vector;
   s = fit.shape;
-  const auto [begin, end] = visible_span(p);
-  s.span_begin = begin;
-  s.span_end = end;
-  const std::int64_t span = end - begin;
-  const std::int64_t groups = p.batch * p.kv_heads * s.row_tiles;
-  const std::int64_t slots =
-      std::int64_t{device.sm_count} * (s.tma ? std::min(s.blocks_per_sm, kVectorTmaPartitionBlocksPerSm) : s.blocks_per_sm);
-  const std::int64_t key_bytes =
-      std::max<std::int64_t>(1, (p.head_dim + p.value_dim) * static_cast<std::int64_t>(size_of(p.dtype)));
-  const std::int64_t overhead = ceil_div(kVectorBlockOverheadBytes, key_bytes);
-  s.partitions = 1;
-  if (s.tensor_cores) {
-    s.partitions = mma_partitions(groups, span, slots, overhead, std::int64_t{s.warps} * kVectorMmaKeysPerTile);
-  } else {
-    const std::int64_t target = kVectorBlocksPerSm * device.sm_count;
-    if (groups < target && span >= 2 * kVectorMinKeysPerPartition) {
-      s.partitions = std::clamp<std::int64_t>(ceil_div(target, std::max<std::int64_t>(groups, 1)), 1,
-                                              span / kVectorMinKeysPerPartition);
-    }
-  }
-  if (tuning.partitions > 0) s.partitions = std::min(tuning.partitions, std::max<std::int64_t>(span, 1));
-  if (tuning.ring_items > 0 && s.tensor_cores) {
-    s.ring_items = std::clamp(tuning.ring_items, kVectorMmaMinRingItems, s.ring_items);
-    s.shared_bytes = mma_shared_bytes(s, s.ring_items);
-  }
-  s.keys_per_partition = std::max<std::int64_t>(ceil_div(span, s.partitions), 1);
-  // TMA: whole 16-key tiles per partition, so that only the span's last tile reads past it.
-  if (s.tma) s.keys_per_partition = ceil_div(s.keys_per_partition, kVectorMmaKeysPerTile) * kVectorMmaKeysPerTile;
-  s.partitions = std::max<std::int64_t>(1, ceil_div(span, s.keys_per_partition));
+  const VectorSpan v = size_partitions(s, p, device, tuning);
   const int passes = s.partitions > 1 ? 2 : 1;
   s.dependent_merge = passes == 2 && device.major >= 9;
   r.plan.kernel = route::Vector{passes, s.partitions, passes};
   r.plan.kernel_name = kernel_name(s.tma ? "vector_tma" : s.tensor_cores ? "vector_mma" : "vector", p.dtype);
   r.merge_kernel_name = kernel_name("vector_merge", p.dtype);
   if (s.tensor_cores) {
-    reasons.push_back(format("vector kernel: tensor cores (mma.sync m16n8k16, {} in, float32 accumulate), keys as M "
-                             "and query rows as N: {} query rows per key head in {} tile(s) of {}; head class {} "
-                             "(D {} in {} steps of 32, Dv {} in {} steps of 64)",
-                             short_name(p.dtype), s.rows, s.row_tiles, s.row_tile, s.head_class, p.head_dim,
-                             s.k_steps, p.value_dim, s.v_steps));
-    if (p.head_dim != s.head_class || p.value_dim != s.head_class) {
-      reasons.push_back(format("{} on the compiled {} ({}, stores past Dv skipped)",
-                               p.head_dim == p.value_dim ? format("head size {} runs", p.head_dim)
-                                                         : format("head sizes D {} / Dv {} run", p.head_dim,
-                                                                  p.value_dim),
-                               s.head_class,
-                               s.tma ? "the tensor maps read zeros past the call's columns"
-                                     : "the copies past the call's columns write zeros"));
-    }
-    reasons.push_back(s.tma ? format("loads: TMA (cp.async.bulk.tensor, 64-column x 16-key boxes, 128-byte swizzle) "
-                                     "by lane 0 of each warp into its ring, one mbarrier per slot; this 9.0 device "
-                                     "and the call's contiguous 16-byte rows allow it")
-                            : format("loads: per-lane cp.async of each lane's fragments ({})", fit.tma_why));
-    reasons.push_back(format("ring: {} items of 16 keys (K or V) per warp x {} warps, {} bytes of shared memory per "
-                             "block, {} block(s) per SM ({} bytes per SM){}",
-                             s.ring_items, s.warps, s.shared_bytes, s.blocks_per_sm, device.shared_per_sm,
-                             s.warps == kVectorTmaWideWarps
-                                 ? format("; wide blocks: {} (batch x key head x row tile) groups about fill the {} "
-                                          "SMs, each streamed by one block of 16 warps",
-                                          groups, device.sm_count)
-                                 : std::string()));
-    reasons.push_back(format("key partitions: {} of {} keys: {} (batch x key head x row tile) groups over {} x {} "
-                             "block slots, {} wave(s); {} keys visible{} (fewest waves x (keys + {} keys of "
-                             "per-block overhead))",
-                             s.partitions, s.keys_per_partition, groups, device.sm_count, slots / device.sm_count,
-                             ceil_div(groups * s.partitions, slots), span, p.window ? " in the window" : "",
-                             overhead));
+    explain_mma_vector(reasons, p, device, fit, s, v);
   } else {
-    reasons.push_back(format("vector kernel: CUDA cores ({}): {} lanes per key x {} chunk(s) of {} elements "
-                             "(16-byte loads); {} query rows per block in {} tile(s) of {}",
-                             fit.cores_why, s.lanes_per_key, s.chunks_per_lane, s.elems_per_chunk, s.rows,
-                             s.row_tiles, s.row_tile));
-    if (!fit.tma_why.empty() && p.dtype != DType::Float32) reasons.push_back("no TMA kernel: " + fit.tma_why);
-    reasons.push_back(format("key partitions: {} of {} keys ({} (batch x key head x row tile) groups for {} x {} "
-                             "SMs; {} keys visible{}, >= {} keys per partition)",
-                             s.partitions, s.keys_per_partition, groups, kVectorBlocksPerSm, device.sm_count, span,
-                             p.window ? " in the window" : "", kVectorMinKeysPerPartition));
+    explain_fma_vector(reasons, p, fit, s, v, device);
   }
   if (tuning.any()) {
     reasons.push_back(format("tuned by the caller: {} partition(s), {} ring item(s), {} block(s) per SM, {} warps "
@@ -499,6 +535,87 @@ void plan_empty(CudaRoute& r, const Problem& p) {
 
 }  // namespace
 
+namespace {
+
+// What each CUDA route can do for a problem: its fit, else the smallest cap it needs and why not.
+struct CudaFits {
+  std::optional<VectorFit> vector;
+  std::optional<CudaTiledFit> tiled;
+  std::optional<ComposedFit> composed;
+  std::size_t vector_min = 0, tiled_min = 0, composed_min = 0;
+  std::string vector_why, tiled_why;
+};
+
+enum class Use { Vector, Tiled, Composed };
+
+// The route: the caller's, else by query rows per key head (vector for few, tiled for many),
+// falling back on what fits the score cap. `capped` is set where the cap moved the call.
+Use choose_route(const Problem& p, const CudaFits& f, std::vector<std::string>& reasons, bool& capped) {
+  const std::int64_t rows = p.group * p.q_len;
+  Use use = Use::Composed;
+  switch (p.route) {
+    case RouteChoice::Tiled:
+      if (!f.tiled) {
+        if (p.max_score_bytes && f.tiled_min != std::numeric_limits<std::size_t>::max()) {
+          no_route_fits(p, "the tiled route (one block's score tile)", f.tiled_min);
+        }
+        throw Error(ErrorKind::Unsupported, format("[{}] the CUDA tiled route cannot serve: {}", kOp, f.tiled_why));
+      }
+      use = Use::Tiled;
+      reasons.push_back("route tiled: asked for by the caller");
+      break;
+    case RouteChoice::Vector:
+      if (!f.vector) {
+        if (p.max_score_bytes && f.vector_min != std::numeric_limits<std::size_t>::max()) {
+          no_route_fits(p, "the vector route", f.vector_min);
+        }
+        throw Error(ErrorKind::Unsupported, format("[{}] the CUDA vector route cannot serve: {}", kOp, f.vector_why));
+      }
+      use = Use::Vector;
+      reasons.push_back("route vector: asked for by the caller");
+      break;
+    case RouteChoice::Composed:
+      if (!f.composed) no_route_fits(p, "the composed route (one row of Lk scores)", f.composed_min);
+      reasons.push_back("route composed: asked for by the caller");
+      break;
+    case RouteChoice::Auto:
+      if (rows <= kVectorMaxRows && f.vector) {
+        use = Use::Vector;
+        reasons.push_back(format("route vector: {} query rows per key head (group {} x Lq {}) <= {}", rows,
+                                 p.group, p.q_len, kVectorMaxRows));
+      } else if (rows > kVectorMaxRows && f.tiled) {
+        use = Use::Tiled;
+        reasons.push_back(format("route tiled: {} query rows per key head (group {} x Lq {}) > {}", rows, p.group,
+                                 p.q_len, kVectorMaxRows));
+      } else if (f.composed) {
+        reasons.push_back(rows <= kVectorMaxRows
+                              ? format("route composed: the vector route cannot serve ({})", f.vector_why)
+                              : format("route composed: {} query rows per key head > {}, but the tiled route cannot "
+                                       "serve: {}",
+                                       rows, kVectorMaxRows, f.tiled_why));
+        // The cap alone moved prefill off the tiled route.
+        if (rows > kVectorMaxRows && f.tiled_min != std::numeric_limits<std::size_t>::max()) capped = true;
+      } else if (f.tiled) {
+        use = Use::Tiled;
+        capped = true;
+        reasons.push_back(format("route tiled: the vector route cannot serve ({}) and one row of {} scores ({} "
+                                 "bytes) exceeds max_score_bytes {}",
+                                 f.vector_why, p.kv_len, f.composed_min, *p.max_score_bytes));
+      } else if (f.vector) {
+        use = Use::Vector;
+        capped = true;
+        reasons.push_back(format("route vector: one row of {} scores ({} bytes) exceeds max_score_bytes {}",
+                                 p.kv_len, f.composed_min, *p.max_score_bytes));
+      } else {
+        no_route_fits(p, "any route", std::min({f.vector_min, f.composed_min, f.tiled_min}));
+      }
+      break;
+  }
+  return use;
+}
+
+}  // namespace
+
 CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device, const PlanOverrides& overrides) {
   CudaRoute r;
   r.plan.device = Device::cuda(device.index);
@@ -510,77 +627,20 @@ CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device, const PlanOv
     return r;
   }
 
-  std::size_t vector_min = 0, composed_min = 0;
-  std::string vector_why;
-  const auto vector = fit_vector(p, device, overrides, vector_min, vector_why);
-  const auto composed = fit_composed(p, composed_min);
-  std::size_t tiled_min = 0;
-  std::string tiled_why;
-  const auto tiled = fit_cuda_tiled(p, device, overrides.cuda_tiled, tiled_min, tiled_why);
-  const std::int64_t rows = p.group * p.q_len;
-  bool use_vector = false, use_tiled = false;
-  switch (p.route) {
-    case RouteChoice::Tiled:
-      if (!tiled) {
-        if (p.max_score_bytes && tiled_min != std::numeric_limits<std::size_t>::max()) {
-          no_route_fits(p, "the tiled route (one block's score tile)", tiled_min);
-        }
-        throw Error(ErrorKind::Unsupported, format("[{}] the CUDA tiled route cannot serve: {}", kOp, tiled_why));
-      }
-      use_tiled = true;
-      reasons.push_back("route tiled: asked for by the caller");
-      break;
-    case RouteChoice::Vector:
-      if (!vector) {
-        if (p.max_score_bytes && vector_min != std::numeric_limits<std::size_t>::max()) {
-          no_route_fits(p, "the vector route", vector_min);
-        }
-        throw Error(ErrorKind::Unsupported, format("[{}] the CUDA vector route cannot serve: {}", kOp, vector_why));
-      }
-      use_vector = true;
-      reasons.push_back("route vector: asked for by the caller");
-      break;
-    case RouteChoice::Composed:
-      if (!composed) no_route_fits(p, "the composed route (one row of Lk scores)", composed_min);
-      reasons.push_back("route composed: asked for by the caller");
-      break;
-    case RouteChoice::Auto:
-      if (rows <= kVectorMaxRows && vector) {
-        use_vector = true;
-        reasons.push_back(format("route vector: {} query rows per key head (group {} x Lq {}) <= {}", rows,
-                                 p.group, p.q_len, kVectorMaxRows));
-      } else if (rows > kVectorMaxRows && tiled) {
-        use_tiled = true;
-        reasons.push_back(format("route tiled: {} query rows per key head (group {} x Lq {}) > {}", rows, p.group,
-                                 p.q_len, kVectorMaxRows));
-      } else if (composed) {
-        reasons.push_back(rows <= kVectorMaxRows
-                              ? format("route composed: the vector route cannot serve ({})", vector_why)
-                              : format("route composed: {} query rows per key head > {}, but the tiled route cannot "
-                                       "serve: {}",
-                                       rows, kVectorMaxRows, tiled_why));
-        // The cap alone moved prefill off the tiled route.
-        if (rows > kVectorMaxRows && tiled_min != std::numeric_limits<std::size_t>::max()) r.plan.capped = true;
-      } else if (tiled) {
-        use_tiled = true;
-        r.plan.capped = true;
-        reasons.push_back(format("route tiled: the vector route cannot serve ({}) and one row of {} scores ({} "
-                                 "bytes) exceeds max_score_bytes {}",
-                                 vector_why, p.kv_len, composed_min, *p.max_score_bytes));
-      } else if (vector) {
-        use_vector = true;
-        r.plan.capped = true;
-        reasons.push_back(format("route vector: one row of {} scores ({} bytes) exceeds max_score_bytes {}",
-                                 p.kv_len, composed_min, *p.max_score_bytes));
-      } else {
-        no_route_fits(p, "any route", std::min({vector_min, composed_min, tiled_min}));
-      }
-      break;
-  }
-  if (use_tiled) {
+  CudaFits f;
+  f.vector = fit_vector(p, device, overrides, f.vector_min, f.vector_why);
+  f.composed = fit_composed(p, f.composed_min);
+  f.tiled = fit_cuda_tiled(p, device, overrides.cuda_tiled, f.tiled_min, f.tiled_why);
+  const auto& vector = f.vector;
+  const auto& tiled = f.tiled;
+  const auto& composed = f.composed;
+  bool capped = false;
+  const Use use = choose_route(p, f, reasons, capped);
+  r.plan.capped = capped;
+  if (use == Use::Tiled) {
     r.plan.max_intermediate_bytes = tiled->intermediate;
     build_cuda_tiled(r, p, *tiled);
-  } else if (use_vector) {
+  } else if (use == Use::Vector) {
     r.plan.max_intermediate_bytes = vector->intermediate;
     build_vector(r, p, device, *vector, overrides.cuda_vector_tuning);
   } else {

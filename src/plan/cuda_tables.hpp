@@ -103,6 +103,11 @@ constexpr int vector_tma_head_class(std::int64_t head_dim, std::int64_t value_di
   }
   return 0;
 }
+// Rows that are no multiple of a box load as whole rows instead: one unswizzled box of all the
+// row's columns (class 256 at most, a box's limit) × 16 keys. 64-column boxes reaching past the
+// row's end ran at 0.63-0.98 of the compiled size's rate. Case: heed_cuda_bench --head-sizes
+// --mode decode (D 8, 24, 40, 48, 56, 104).
+constexpr bool vector_tma_whole_rows(std::int64_t columns) { return columns % kVectorTmaBoxColumns != 0; }
 // The swizzle's 1024-byte atoms: the kernel aligns its dynamic shared memory, the plan adds this.
 inline constexpr std::int64_t kVectorTmaAlignBytes = 1024;
 // Static shared memory of the kernel (one mbarrier per ring slot of each warp, its rows' bounds,
@@ -121,8 +126,8 @@ constexpr bool vector_tma_wide_serves(int head_class, int row_tile) { return hea
 // decode_b16_32x8_d128_8k, decode_b64_32x8_d128_4k, decode_b1_16x2_d256_131k.
 constexpr int vector_tma_blocks_per_sm(int head_class) { return head_class == 128 ? 4 : 2; }
 // Blocks per SM that the kernel's registers allow, by head class and row tile (8 or 16 rows):
-// nvcc 13.0 -Xptxas -v, sm_90a, bfloat16, without spills: 75 / 108 registers at class 64,
-// 106 / 143 at 128, 109 / 182 at 192, 124 / 213 at 256, so 65536 / (128 threads × registers) blocks. The
+// nvcc 13.0 -Xptxas -v, sm_90a, bfloat16, without spills: 78 / 105 registers at class 64,
+// 98 / 142 at 128, 107 / 183 at 192, 125 / 217 at 256, so 65536 / (128 threads × registers) blocks. The
 // kernel's __launch_bounds__ keeps it there; the planner sizes no more blocks than this.
 constexpr int vector_tma_register_blocks(int head_class, int row_tile) {
   if (head_class <= 64) return row_tile <= 8 ? 5 : 4;

@@ -7,6 +7,7 @@
 
 #include "heed/heed.hpp"
 #include "plan/cuda_plan.hpp"
+#include "plan/cuda_tables.hpp"
 #include "plan/overrides.hpp"
 #include "plan/planner.hpp"
 #include "plan/problem.hpp"
@@ -337,6 +338,21 @@ TEST(CudaPlan, TheTmaKernelServesHalvesOfClassSizesOnHopper) {
   EXPECT_EQ(d256.vector.partitions, 131);
   // 16 rows (two n-tiles) at D 256: 215 registers, 2 blocks per SM at most.
   EXPECT_EQ(plan_on(h200_tma(), 1, 16, 1, 4096, 256, DType::BFloat16, {0, 0, 4}).vector.blocks_per_sm, 2);
+}
+
+TEST(CudaPlan, TheTmaKernelNamesHowItLoadsRows) {
+  // Rows of a multiple of 64 columns as swizzled 64-column boxes; others (D 56 on class 64) as
+  // whole rows, one unswizzled box.
+  const std::string boxes = plan_on(h200_tma(), 16, 32, 8, 8192, 64, DType::BFloat16).plan.explain();
+  EXPECT_NE(boxes.find("64-column x 16-key boxes, 128-byte swizzle"), std::string::npos) << boxes;
+  const plan::CudaRoute d56 = plan_on(h200_tma(), 16, 32, 8, 8192, 56, DType::BFloat16);
+  ASSERT_EQ(d56.plan.kernel_name, "heed_cuda_vector_tma_bf16");
+  EXPECT_EQ(d56.vector.head_class, 64);
+  const std::string rows = d56.plan.explain();
+  EXPECT_NE(rows.find("whole rows (56 columns x 16 keys, no swizzle)"), std::string::npos) << rows;
+  EXPECT_EQ(rows.find("128-byte swizzle"), std::string::npos) << rows;
+  EXPECT_TRUE(plan::cuda::vector_tma_whole_rows(56));
+  EXPECT_FALSE(plan::cuda::vector_tma_whole_rows(192));
 }
 
 TEST(CudaPlan, GroupsThatAboutFillTheSmsTakeWideBlocks) {
