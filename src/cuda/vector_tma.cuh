@@ -93,6 +93,21 @@ __device__ __forceinline__ FragmentAddresses fragment_addresses(int lane, const 
   return f;
 }
 
+// Rows of exactly the class in 64-column swizzled boxes (kFull; every exact head size): the
+// chunk counts and box stride are the class's, so the checks for shorter rows fold away.
+template <bool kFull, int kClass>
+__device__ __forceinline__ int row_chunks(int chunks) {
+  return kFull ? kClass / 8 : chunks;
+}
+template <bool kFull>
+__device__ __forceinline__ unsigned box_stride(unsigned stride) {
+  return kFull ? kBoxBytes : stride;
+}
+__device__ __forceinline__ bool full_rows(const VectorTmaArgs& a, int head_class) {
+  return a.k_layout.swizzled && a.v_layout.swizzled && a.k_layout.chunks == head_class / 8 &&
+         a.v_layout.chunks == head_class / 8;
+}
+
 // Zeros the halves of an x4 fragment that lie past a row of `chunks` 16-byte chunks: a dense
 // item's bytes there are the next key's (or stale), and q's zeros would not cancel a NaN.
 // `first` is the fragment's first chunk; `upper` holds the registers of chunk first + 1.
@@ -107,13 +122,15 @@ using Accumulators = vector_mma::Accumulators<NT, kClass / 64>;
 
 // Scores of one K item for the lane's (key, row) pairs, masked, then the online softmax and
 // Pᵀ as the next V item's B operand.
-template <typename T, int kClass, int NT>
+template <typename T, int kClass, int NT, bool kFull>
 __device__ __forceinline__ void consume_keys(const VectorArgs& a, const RowInfo* rows, unsigned item,
                                              const FragmentAddresses& f, unsigned q_lane, int n_tiles, int key0,
                                              std::int64_t key_begin, std::int64_t b, const int (&lo)[NT][2],
                                              const int (&hi)[NT][2], int tq, int gid,
                                              Accumulators<NT, kClass>& acc) {
   constexpr int kPairs = kClass / 32;  // pairs of 16-dim steps; q holds one 16-byte chunk per pair
+  const int chunks = row_chunks<kFull, kClass>(f.k_chunks);
+  const unsigned stride = box_stride<kFull>(f.k_box);
   float s[NT][4], s_odd[NT][4];
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt)
@@ -123,15 +140,15 @@ __device__ __forceinline__ void consume_keys(const VectorArgs& a, const RowInfo*
   for (int pair = 0; pair < kPairs; ++pair) {
     // Steps 2·pair and 2·pair + 1 cover chunks 4·pair .. 4·pair + 3; a step past the row is
     // skipped (its q is zero), a half past it cleared.
-    if (4 * pair >= f.k_chunks) break;
-    const unsigned box = item + static_cast<unsigned>(pair / 2) * f.k_box + f.k_row;
-    const bool odd = 4 * pair + 2 < f.k_chunks;
+    if (4 * pair >= chunks) break;
+    const unsigned box = item + static_cast<unsigned>(pair / 2) * stride + f.k_row;
+    const bool odd = 4 * pair + 2 < chunks;
     unsigned k_even[4], k_odd[4] = {0u, 0u, 0u, 0u};
     ptx::ldmatrix_x4(box + f.k_chunk[(2 * pair) & 3], k_even);
-    clear_past_row(k_even, 4 * pair, f.k_chunks, 2, 3);
+    clear_past_row(k_even, 4 * pair, chunks, 2, 3);
     if (odd) {
       ptx::ldmatrix_x4(box + f.k_chunk[(2 * pair + 1) & 3], k_odd);
-      clear_past_row(k_odd, 4 * pair + 2, f.k_chunks, 2, 3);
+      clear_past_row(k_odd, 4 * pair + 2, chunks, 2, 3);
     }
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
@@ -146,16 +163,18 @@ __device__ __forceinline__ void consume_keys(const VectorArgs& a, const RowInfo*
 }
 
 // Oᵀ += Vᵀ · Pᵀ for one V item: one transposed x4 load per 16-column m-tile.
-template <typename T, int kClass, int NT>
+template <typename T, int kClass, int NT, bool kFull>
 __device__ __forceinline__ void consume_values(unsigned item, const FragmentAddresses& f, int n_tiles,
                                                Accumulators<NT, kClass>& acc) {
+  const int chunks = row_chunks<kFull, kClass>(f.v_chunks);
+  const unsigned stride = box_stride<kFull>(f.v_box);
 #pragma unroll
   for (int t = 0; t < kClass / 16; ++t) {
     // m-tile t is columns 16t .. 16t + 15 (chunks 2t, 2t + 1): one past the row is skipped.
-    if (2 * t >= f.v_chunks) break;
+    if (2 * t >= chunks) break;
     unsigned v[4];
-    ptx::ldmatrix_x4_trans(item + static_cast<unsigned>(t / 4) * f.v_box + f.v_row + f.v_chunk[t & 3], v);
-    clear_past_row(v, 2 * t, f.v_chunks, 1, 3);
+    ptx::ldmatrix_x4_trans(item + static_cast<unsigned>(t / 4) * stride + f.v_row + f.v_chunk[t & 3], v);
+    clear_past_row(v, 2 * t, chunks, 1, 3);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       if (nt >= n_tiles) break;
@@ -299,6 +318,7 @@ __global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
   Accumulators<NT, kClass> acc;
   acc.reset();
   const FragmentAddresses f = fragment_addresses(lane, a);
+  const bool whole_class = full_rows(a, kClass);
   const unsigned q_lane = q_base + static_cast<unsigned>(lane) * 16;
   int read_slot = 0;
   unsigned phase = 0;
@@ -314,9 +334,16 @@ __global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
     }
     if ((item & 1) == 0) {
       const int key0 = (warp + kWarps * (item >> 1)) * kTileKeys;
-      consume_keys<T, kClass, NT>(a, sh.rows, slot, f, q_lane, n_tiles, key0, key_begin, b, lo, hi, tq, gid, acc);
+      if (whole_class) {
+        consume_keys<T, kClass, NT, true>(a, sh.rows, slot, f, q_lane, n_tiles, key0, key_begin, b, lo, hi, tq, gid, acc);
+      } else {
+        consume_keys<T, kClass, NT, false>(a, sh.rows, slot, f, q_lane, n_tiles, key0, key_begin, b, lo, hi, tq, gid,
+                                           acc);
+      }
+    } else if (whole_class) {
+      consume_values<T, kClass, NT, true>(slot, f, n_tiles, acc);
     } else {
-      consume_values<T, kClass, NT>(slot, f, n_tiles, acc);
+      consume_values<T, kClass, NT, false>(slot, f, n_tiles, acc);
     }
   }
 
