@@ -630,7 +630,7 @@ CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device, const PlanOv
   CudaFits f;
   f.vector = fit_vector(p, device, overrides, f.vector_min, f.vector_why);
   f.composed = fit_composed(p, f.composed_min);
-  f.tiled = fit_cuda_tiled(p, device, overrides.cuda_tiled, f.tiled_min, f.tiled_why);
+  f.tiled = fit_cuda_tiled(p, device, overrides, f.tiled_min, f.tiled_why);
   const auto& vector = f.vector;
   const auto& tiled = f.tiled;
   const auto& composed = f.composed;

@@ -132,10 +132,35 @@ std::string hopper_why_not(const Problem& p, const CudaDeviceInfo& device, int i
   return {};
 }
 
+// The entry of the planned one's compiled sizes with the key tile and consumers the overrides
+// ask for; the planned one where they ask for none or no entry has them.
+int tuned_hopper_entry(const CudaWgmmaTuning& t, int planned) {
+  if (planned < 0 || (t.block_n <= 0 && t.consumers <= 0)) return planned;
+  for (int i = 0; i < kHopperPlannedCount; ++i) {
+    const HopperConfig& c = kHopperConfigs[i];
+    if (c.head_dim != kHopperConfigs[planned].head_dim || c.value_dim != kHopperConfigs[planned].value_dim) continue;
+    if ((t.block_n <= 0 || c.block_n == t.block_n) && (t.consumers <= 0 || c.consumers == t.consumers)) return i;
+  }
+  return planned;
+}
+
+// What the wgmma overrides changed, for the plan's reason ("" where nothing).
+std::string wgmma_tuning_named(const CudaWgmmaTuning& t, int planned, int tuned) {
+  std::string named;
+  if (tuned != planned) {
+    named += format(" (HEED_CUDA_WGMMA_KEYS={} HEED_CUDA_WGMMA_CONSUMERS={}: the {} x {}-key entry)", t.block_n,
+                    t.consumers, hopper_block_m(kHopperConfigs[tuned]), kHopperConfigs[tuned].block_n);
+  }
+  if (t.pingpong != Toggle::Auto) named += t.pingpong == Toggle::On ? " (HEED_CUDA_PINGPONG=on)" : " (HEED_CUDA_PINGPONG=off)";
+  return named;
+}
+
 }  // namespace
 
-std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInfo& device, CudaTiledKernel asked,
-                                           std::size_t& min_cap, std::string& why_not) {
+std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInfo& device,
+                                           const PlanOverrides& overrides, std::size_t& min_cap, std::string& why_not) {
+  const CudaTiledKernel asked = overrides.cuda_tiled;
+  const CudaWgmmaTuning& tuning = overrides.cuda_wgmma_tuning;
   min_cap = std::numeric_limits<std::size_t>::max();
   if (p.dtype != DType::Float16 && p.dtype != DType::BFloat16) {
     why_not = format("the tiled kernel multiplies float16 and bfloat16 on tensor cores; {} stays on cuBLAS",
@@ -194,7 +219,8 @@ std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInf
     return std::nullopt;
   }
   // On Hopper the wgmma kernel where it serves, unless HEED_CUDA_TILED=mma.
-  const int hopper = hopper_config_index(p.head_dim, p.value_dim, p.causal, p.kv_len);
+  const int planned = hopper_config_index(p.head_dim, p.value_dim, p.causal, p.kv_len);
+  const int hopper = tuned_hopper_entry(tuning, planned);
   std::string hopper_why = hopper_why_not(p, device, hopper);
   // Where both serve, the kernel of less padded work at the wgmma kernel's measured speed-up
   // (kWgmmaSpeedup), unless HEED_CUDA_TILED=wgmma asks for it.
@@ -217,7 +243,8 @@ std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInf
     s.wgmma = true;
     s.warps = hopper_threads(h) / 32;
     s.stages = h.stages;
-    s.pingpong = h.pingpong && h.consumers == 2;
+    const bool pingpong = tuning.pingpong == Toggle::Auto ? h.pingpong : tuning.pingpong == Toggle::On;
+    s.pingpong = pingpong && h.consumers == 2 && !h.depth_split;
     s.value_parts = 1;
     s.q_in_registers = false;
     s.block_m = hopper_block_m(h);
@@ -225,8 +252,9 @@ std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInf
     s.row_blocks = (s.rows + s.block_m - 1) / s.block_m;
     s.shared_bytes = hopper_shared_bytes(h);
     fit.intermediate = static_cast<std::size_t>(s.block_m * s.block_n * 4);
-    fit.kernel_reason = format("tiled kernel wgmma: compute capability 9.0 with sm_90a code{}",
-                               asked == CudaTiledKernel::Wgmma ? " (HEED_CUDA_TILED=wgmma)" : "");
+    fit.kernel_reason = format("tiled kernel wgmma: compute capability 9.0 with sm_90a code{}{}",
+                               asked == CudaTiledKernel::Wgmma ? " (HEED_CUDA_TILED=wgmma)" : "",
+                               wgmma_tuning_named(tuning, planned, hopper));
   }
   choose_launch_order(p, device, fit);
   return fit;

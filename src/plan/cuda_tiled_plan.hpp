@@ -20,11 +20,11 @@ struct CudaTiledFit {
   std::int64_t finish_head_major = 0, finish_heads_inner = 0, slots = 0;
 };
 
-// The tiled kernel's shape for `p` (the Hopper kernel where it serves and pays, unless `asked`
-// says otherwise), or nullopt with `why_not` (and `min_cap`: the score tile's bytes when only
-// the cap is in the way, else SIZE_MAX).
-std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInfo& device, CudaTiledKernel asked,
-                                           std::size_t& min_cap, std::string& why_not);
+// The tiled kernel's shape for `p` (the Hopper kernel where it serves and pays, unless the
+// overrides say otherwise), or nullopt with `why_not` (and `min_cap`: the score tile's bytes when
+// only the cap is in the way, else SIZE_MAX).
+std::optional<CudaTiledFit> fit_cuda_tiled(const Problem& p, const CudaDeviceInfo& device,
+                                           const PlanOverrides& overrides, std::size_t& min_cap, std::string& why_not);
 
 // The plan of the tiled route: kernel, name, workers, reasons; no scratch.
 void build_cuda_tiled(CudaRoute& r, const Problem& p, const CudaTiledFit& fit);

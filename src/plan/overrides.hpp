@@ -30,10 +30,24 @@ struct CudaVectorTuning {
   bool operator==(const CudaVectorTuning&) const = default;
 };
 
+// The wgmma (Hopper) kernel's entry of kHopperConfigs by its key tile and consumer warpgroups,
+// where an entry with them holds the call's D and Dv (its masking and min_keys aside), and
+// whether two consumers take turns to issue: HEED_CUDA_WGMMA_KEYS=N, HEED_CUDA_WGMMA_CONSUMERS=N,
+// HEED_CUDA_PINGPONG=on|off. 0 / Auto: the planner's; an entry that matches none: the planner's.
+enum class Toggle { Auto, On, Off };
+struct CudaWgmmaTuning {
+  int block_n = 0;
+  int consumers = 0;
+  Toggle pingpong = Toggle::Auto;
+  bool any() const { return block_n > 0 || consumers > 0 || pingpong != Toggle::Auto; }
+  bool operator==(const CudaWgmmaTuning&) const = default;
+};
+
 struct PlanOverrides {
   CudaVectorKernel cuda_vector = CudaVectorKernel::Auto;
   CudaTiledKernel cuda_tiled = CudaTiledKernel::Auto;
   CudaVectorTuning cuda_vector_tuning;
+  CudaWgmmaTuning cuda_wgmma_tuning;
   // HEED_CPU_TILED_ROWS: query rows per CPU tiled task in place of cpu_tables.hpp's (0: the table's).
   std::int64_t cpu_tiled_rows = 0;
   // HEED_CPU_TILED_KEYS: the most keys per CPU tiled key tile in place of the table's limit.
@@ -41,7 +55,8 @@ struct PlanOverrides {
   bool operator==(const PlanOverrides&) const = default;
 };
 
-// HEED_CUDA_VECTOR, HEED_CUDA_TILED, HEED_CPU_TILED_ROWS and HEED_CPU_TILED_KEYS as
+// HEED_CUDA_VECTOR, HEED_CUDA_TILED, HEED_CUDA_WGMMA_*, HEED_CUDA_PINGPONG, HEED_CPU_TILED_ROWS and
+// HEED_CPU_TILED_KEYS as
 // PlanOverrides, read once per process: what attention and plan_attention plan with.
 const PlanOverrides& environment_overrides();
 

@@ -30,6 +30,10 @@ PlanOverrides overrides_from(const char* (*lookup)(const char* name)) {
   if (is("HEED_CUDA_VECTOR", "mma")) overrides.cuda_vector = CudaVectorKernel::Mma;
   if (is("HEED_CUDA_TILED", "mma")) overrides.cuda_tiled = CudaTiledKernel::Mma;
   if (is("HEED_CUDA_TILED", "wgmma")) overrides.cuda_tiled = CudaTiledKernel::Wgmma;
+  overrides.cuda_wgmma_tuning.block_n = static_cast<int>(tiling_knob(lookup("HEED_CUDA_WGMMA_KEYS")));
+  overrides.cuda_wgmma_tuning.consumers = static_cast<int>(tiling_knob(lookup("HEED_CUDA_WGMMA_CONSUMERS")));
+  if (is("HEED_CUDA_PINGPONG", "on")) overrides.cuda_wgmma_tuning.pingpong = Toggle::On;
+  if (is("HEED_CUDA_PINGPONG", "off")) overrides.cuda_wgmma_tuning.pingpong = Toggle::Off;
   overrides.cpu_tiled_rows = tiling_knob(lookup("HEED_CPU_TILED_ROWS"));
   overrides.cpu_tiled_keys = tiling_knob(lookup("HEED_CPU_TILED_KEYS"));
   return overrides;

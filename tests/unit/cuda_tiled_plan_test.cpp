@@ -393,6 +393,30 @@ TEST(CudaTiledPlan, WgmmaFallsBackToMmaWithTheReason) {
   expect_mma(plan_prefill(with_mask, h200_wgmma(), plan::CudaTiledKernel::Wgmma), "HEED_CUDA_TILED=wgmma not served");
 }
 
+// The wgmma overrides pick another entry of the same compiled size, or turn ping-pong off, and
+// the plan names them; an entry that matches none leaves the planner's.
+TEST(CudaTiledPlan, WgmmaOverridesPickAnEntryAndSaySo) {
+  const plan::Problem p = problem(2, 16, 16, 8192, 8192, 128, 128, DType::BFloat16);
+  const plan::CudaRoute planned = plan_prefill(p, h200_wgmma());
+  ASSERT_TRUE(planned.tiled.wgmma) << planned.plan.explain();
+  EXPECT_EQ(planned.tiled.block_n, 176);
+  EXPECT_TRUE(planned.tiled.pingpong);
+  plan::PlanOverrides overrides;
+  overrides.cuda_wgmma_tuning.block_n = 128;
+  overrides.cuda_wgmma_tuning.pingpong = plan::Toggle::Off;
+  const plan::CudaRoute tuned = plan::plan_cuda(p, h200_wgmma(), overrides);
+  EXPECT_EQ(tuned.tiled.block_n, 128);
+  EXPECT_FALSE(tuned.tiled.pingpong);
+  EXPECT_TRUE(mentions(tuned.plan, "HEED_CUDA_WGMMA_KEYS=128 HEED_CUDA_WGMMA_CONSUMERS=0: the 128 x 128-key entry"))
+      << tuned.plan.explain();
+  EXPECT_TRUE(mentions(tuned.plan, "HEED_CUDA_PINGPONG=off")) << tuned.plan.explain();
+  overrides.cuda_wgmma_tuning = {};
+  overrides.cuda_wgmma_tuning.block_n = 96;  // no D 128 entry has 96-key tiles
+  const plan::CudaRoute unmatched = plan::plan_cuda(p, h200_wgmma(), overrides);
+  EXPECT_EQ(unmatched.tiled.block_n, 176);
+  EXPECT_FALSE(mentions(unmatched.plan, "HEED_CUDA_WGMMA_KEYS")) << unmatched.plan.explain();
+}
+
 TEST(CudaTiledPlan, CausalLaunchOrderFollowsTheScheduleModel) {
   AttentionOptions causal;
   causal.causal = true;

@@ -45,6 +45,14 @@ TEST(PlanOverrides, ReadFromTheVariablesByTheirDocumentedValues) {
   EXPECT_EQ(parse({"HEED_CUDA_TILED=mma"}).cuda_tiled, plan::CudaTiledKernel::Mma);
   EXPECT_EQ(parse({"HEED_CUDA_TILED=wgmma"}).cuda_tiled, plan::CudaTiledKernel::Wgmma);
   EXPECT_EQ(parse({"HEED_CUDA_TILED=MMA"}).cuda_tiled, plan::CudaTiledKernel::Auto);
+  const plan::PlanOverrides wgmma =
+      parse({"HEED_CUDA_WGMMA_KEYS=128", "HEED_CUDA_WGMMA_CONSUMERS=1", "HEED_CUDA_PINGPONG=off"});
+  EXPECT_EQ(wgmma.cuda_wgmma_tuning.block_n, 128);
+  EXPECT_EQ(wgmma.cuda_wgmma_tuning.consumers, 1);
+  EXPECT_EQ(wgmma.cuda_wgmma_tuning.pingpong, plan::Toggle::Off);
+  EXPECT_EQ(parse({"HEED_CUDA_PINGPONG=on"}).cuda_wgmma_tuning.pingpong, plan::Toggle::On);
+  EXPECT_EQ(parse({"HEED_CUDA_PINGPONG=1"}).cuda_wgmma_tuning.pingpong, plan::Toggle::Auto);
+  EXPECT_EQ(parse({"HEED_CUDA_WGMMA_KEYS=x"}).cuda_wgmma_tuning.block_n, 0);
   const plan::PlanOverrides cpu = parse({"HEED_CPU_TILED_ROWS=48", "HEED_CPU_TILED_KEYS=64"});
   EXPECT_EQ(cpu.cpu_tiled_rows, 48);
   EXPECT_EQ(cpu.cpu_tiled_keys, 64);
