@@ -527,6 +527,46 @@ void time_head_sizes(int reps, const std::vector<std::int64_t>& only_sizes, cons
   }
 }
 
+// One case's figures: one call between events (median), ten back to back, the call captured
+// into a graph, and for prefill the composed route's one call and graph (-1 for decode).
+struct CaseTimes {
+  double ms = 0, batched_ms = 0, graph_ms = 0, composed_ms = -1, composed_graph_ms = -1;
+  int graph_calls = 0;
+};
+
+CaseTimes time_case(bool decode, BenchTensors& tensors, float scale, const heed::AttentionOptions& options,
+                    int reps) {
+  using namespace heed;
+  const TensorView &qv = tensors.q, &kv = tensors.k, &vv = tensors.v;
+  TensorView& ov = tensors.out;
+  const auto call = [&] { attention(qv, kv, vv, ov, scale, options); };
+  CaseTimes t;
+  constexpr double kBudgetMs = 1000;
+  const double first_ms = median_ms(call, 1, 1);
+  t.ms = median_ms(call, 2, reps_within(first_ms, kBudgetMs, reps));
+  // Back to back: the launches of one call queue behind the last one's kernels, so host work
+  // (planning, checks, allocation) overlaps the device's and the figure is the device's.
+  constexpr int kBatch = 10;
+  t.batched_ms = median_ms([&] {
+    for (int i = 0; i < kBatch; ++i) call();
+  }, 1, reps_within(t.ms * kBatch, kBudgetMs, std::max(reps / 3, 3))) / kBatch;
+  // The call as the user makes it, on a stream, captured into a graph: the device's time alone.
+  t.graph_calls = graph_calls(t.ms);
+  t.graph_ms = graph_ms([&](cudaStream_t stream) { attention(qv, kv, vv, ov, scale, options, Stream{stream}); },
+                        t.graph_calls, kBudgetMs, std::max(reps / 3, 3));
+  if (!decode) {
+    AttentionOptions composed = options;
+    composed.route = RouteChoice::Composed;
+    const auto composed_call = [&] { attention(qv, kv, vv, ov, scale, composed); };
+    const double composed_first = median_ms(composed_call, 0, 1);
+    t.composed_ms = median_ms(composed_call, 1, reps_within(composed_first, kBudgetMs, std::max(reps / 3, 3)));
+    t.composed_graph_ms =
+        graph_ms([&](cudaStream_t stream) { attention(qv, kv, vv, ov, scale, composed, Stream{stream}); },
+                 graph_calls(t.composed_ms), kBudgetMs, std::max(reps / 3, 3));
+  }
+  return t;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -570,15 +610,12 @@ int main(int argc, char** argv) {
       const Shape k_shape{c.batch, c.kv_heads, c.kv_len, c.head_dim};
       const Shape out_shape = q_shape;
       BenchTensors tensors(q_shape, k_shape);  // freed at the end of the iteration
-      const TensorView &qv = tensors.q, &kv = tensors.k, &vv = tensors.v;
-      TensorView& ov = tensors.out;
       AttentionOptions options;
       options.causal = c.causal;
       // HEED_BENCH_SOFTCAP=C runs every case with a logit softcap of C (its cost against the same run without).
       if (const char* cap = std::getenv("HEED_BENCH_SOFTCAP")) options.softcap = std::strtof(cap, nullptr);
       const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-      const AttentionPlan plan = plan_attention(qv, kv, vv, options);
-      const auto call = [&] { attention(qv, kv, vv, ov, scale, options); };
+      const AttentionPlan plan = plan_attention(tensors.q, tensors.k, tensors.v, options);
       const double bytes = 2.0 * static_cast<double>(q_shape.numel() + 2 * k_shape.numel() + out_shape.numel());
       const double flops = c.decode ? visible_pairs(c) * 2.0 * static_cast<double>(2 * c.head_dim)
                                     : 4.0 * static_cast<double>(c.batch * c.q_heads) * static_cast<double>(c.q_len) *
@@ -589,30 +626,7 @@ int main(int argc, char** argv) {
         if (!c.decode) time_tiled_variants(c.name, tensors, scale, options, flops, reps);
         continue;
       }
-      constexpr double kBudgetMs = 1000;
-      const double first_ms = median_ms(call, 1, 1);
-      const double ms = median_ms(call, 2, reps_within(first_ms, kBudgetMs, reps));
-      // Back to back: the launches of one call queue behind the last one's kernels, so host work
-      // (planning, checks, allocation) overlaps the device's and the figure is the device's.
-      constexpr int kBatch = 10;
-      const double batched_ms = median_ms([&] {
-        for (int i = 0; i < kBatch; ++i) call();
-      }, 1, reps_within(ms * kBatch, kBudgetMs, std::max(reps / 3, 3))) / kBatch;
-      // The call as the user makes it, on a stream, captured into a graph: the device's time alone.
-      const int calls = graph_calls(ms);
-      const double graph = graph_ms([&](cudaStream_t stream) { attention(qv, kv, vv, ov, scale, options, Stream{stream}); },
-                                    calls, kBudgetMs, std::max(reps / 3, 3));
-      double composed_ms = -1, composed_graph_ms = -1;
-      if (!c.decode) {
-        AttentionOptions composed = options;
-        composed.route = RouteChoice::Composed;
-        const auto composed_call = [&] { attention(qv, kv, vv, ov, scale, composed); };
-        const double composed_first = median_ms(composed_call, 0, 1);
-        composed_ms = median_ms(composed_call, 1, reps_within(composed_first, kBudgetMs, std::max(reps / 3, 3)));
-        composed_graph_ms = graph_ms(
-            [&](cudaStream_t stream) { attention(qv, kv, vv, ov, scale, composed, Stream{stream}); },
-            graph_calls(composed_ms), kBudgetMs, std::max(reps / 3, 3));
-      }
+      const CaseTimes t = time_case(c.decode, tensors, scale, options, reps);
       const auto* vector = std::get_if<route::Vector>(&plan.kernel);
       std::printf("{\"name\": \"%s\", \"batch\": %lld, \"q_heads\": %lld, \"kv_heads\": %lld, \"q_len\": %lld, "
                   "\"kv_len\": %lld, \"head_dim\": %lld, \"causal\": %s, \"decode\": %s, \"kernel\": \"%s\", "
@@ -623,9 +637,9 @@ int main(int argc, char** argv) {
                   c.name, static_cast<long long>(c.batch), static_cast<long long>(c.q_heads),
                   static_cast<long long>(c.kv_heads), static_cast<long long>(c.q_len), static_cast<long long>(c.kv_len),
                   static_cast<long long>(c.head_dim), c.causal ? "true" : "false", c.decode ? "true" : "false",
-                  plan.kernel_name.c_str(), static_cast<long long>(vector ? vector->blocks : 0), ms, bytes, flops,
-                  bytes / (ms * 1e-3) / 1e12, flops / (ms * 1e-3) / 1e12, copy, peak, composed_ms, batched_ms,
-                  bytes / (batched_ms * 1e-3) / 1e12, read_only, graph, calls, composed_graph_ms);
+                  plan.kernel_name.c_str(), static_cast<long long>(vector ? vector->blocks : 0), t.ms, bytes, flops,
+                  bytes / (t.ms * 1e-3) / 1e12, flops / (t.ms * 1e-3) / 1e12, copy, peak, t.composed_ms, t.batched_ms,
+                  bytes / (t.batched_ms * 1e-3) / 1e12, read_only, t.graph_ms, t.graph_calls, t.composed_graph_ms);
       std::fflush(stdout);
     }
   }

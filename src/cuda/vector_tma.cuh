@@ -320,6 +320,15 @@ __global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
   const FragmentAddresses f = fragment_addresses(lane, a);
   const bool whole_class = full_rows(a, kClass);
   const unsigned q_lane = q_base + static_cast<unsigned>(lane) * 16;
+  // Item `item` from `slot`: K of tile item / 2 when even, V when odd.
+  const auto consume = [&]<bool kFull>(int item, unsigned slot) {
+    if ((item & 1) == 0) {
+      const int key0 = (warp + kWarps * (item >> 1)) * kTileKeys;
+      consume_keys<T, kClass, NT, kFull>(a, sh.rows, slot, f, q_lane, n_tiles, key0, key_begin, b, lo, hi, tq, gid, acc);
+    } else {
+      consume_values<T, kClass, NT, kFull>(slot, f, n_tiles, acc);
+    }
+  };
   int read_slot = 0;
   unsigned phase = 0;
   for (int item = 0; item < items; ++item) {
@@ -332,18 +341,10 @@ __global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
       read_slot = 0;
       phase ^= 1u;
     }
-    if ((item & 1) == 0) {
-      const int key0 = (warp + kWarps * (item >> 1)) * kTileKeys;
-      if (whole_class) {
-        consume_keys<T, kClass, NT, true>(a, sh.rows, slot, f, q_lane, n_tiles, key0, key_begin, b, lo, hi, tq, gid, acc);
-      } else {
-        consume_keys<T, kClass, NT, false>(a, sh.rows, slot, f, q_lane, n_tiles, key0, key_begin, b, lo, hi, tq, gid,
-                                           acc);
-      }
-    } else if (whole_class) {
-      consume_values<T, kClass, NT, true>(slot, f, n_tiles, acc);
+    if (whole_class) {
+      consume.template operator()<true>(item, slot);
     } else {
-      consume_values<T, kClass, NT, false>(slot, f, n_tiles, acc);
+      consume.template operator()<false>(item, slot);
     }
   }
 

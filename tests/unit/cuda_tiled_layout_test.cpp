@@ -10,6 +10,7 @@
 #include <array>
 #include <map>
 #include <set>
+#include <string>
 #include <tuple>
 #include <utility>
 
@@ -65,111 +66,125 @@ struct Emulator {
   }
 };
 
+// Entry I's tile geometry, as the kernel lays it out.
 template <int I>
-void check_config() {
-  constexpr auto c = kTiledConfigs[I];
-  constexpr int kChunksK = static_cast<int>(c.head_dim / 8), kChunksV = static_cast<int>(c.value_dim / 8);
+struct Tiles {
+  static constexpr auto c = kTiledConfigs[I];
+  static constexpr int kChunksK = static_cast<int>(c.head_dim / 8), kChunksV = static_cast<int>(c.value_dim / 8);
   using KLayout = RowLayout<kChunksK>;
   using VLayout = RowLayout<kChunksV>;
-  constexpr int kThreads = 32 * c.warps, kBlockM = 16 * c.warps, kBlockN = c.block_n;
-  constexpr int kQTile = kBlockM * KLayout::kStride, kKTile = kBlockN * KLayout::kStride;
-  constexpr int kStage = kKTile + kBlockN * VLayout::kStride;
-  SCOPED_TRACE(testing::Message() << "D " << c.head_dim << " Dv " << c.value_dim);
-  EXPECT_EQ(16 * (kQTile + c.stages * kStage), plan::cuda::tiled_shared_bytes(c));
+  static constexpr int kBlockN = c.block_n;
+  static constexpr int kQTile = 16 * c.warps * KLayout::kStride, kKTile = kBlockN * KLayout::kStride;
+  static constexpr int kStage = kKTile + kBlockN * VLayout::kStride;
+};
 
-  Emulator e;
-  // The kernel's copies: each warp its 16 Q rows; all threads one stage's K and V tiles.
-  for (int warp = 0; warp < c.warps; ++warp) {
-    for (int index = 0; index < 16 * kChunksK; ++index) {
-      const int r = warp * 16 + index / kChunksK, chunk = index % kChunksK;
-      const int at = KLayout::at(r, chunk);
-      EXPECT_TRUE(at >= 0 && at < kQTile);
+using Registers = std::array<std::array<std::array<Element, 2>, 4>, 32>;
+
+// Every lane's registers of one x4 load against want(lane, register, element).
+template <typename Want>
+void expect_fragments(const Registers& regs, Want want, const std::string& what) {
+  for (int t = 0; t < 32; ++t) {
+    for (int i = 0; i < 4; ++i) {
+      for (int x = 0; x < 2; ++x) EXPECT_EQ(regs[t][i][x], want(t, i, x)) << what << " lane " << t << " reg " << i;
+    }
+  }
+}
+
+// The kernel's copies: each warp its 16 Q rows; all threads one stage's K and V tiles.
+template <int I>
+void place_tiles(Emulator& e) {
+  using G = Tiles<I>;
+  for (int warp = 0; warp < G::c.warps; ++warp) {
+    for (int index = 0; index < 16 * G::kChunksK; ++index) {
+      const int r = warp * 16 + index / G::kChunksK, chunk = index % G::kChunksK;
+      const int at = G::KLayout::at(r, chunk);
+      EXPECT_TRUE(at >= 0 && at < G::kQTile);
       e.place(static_cast<unsigned>(at), {'Q', r, chunk});
     }
   }
-  for (int index = 0; index < kBlockN * kChunksK; ++index) {
-    const int at = KLayout::at(index / kChunksK, index % kChunksK);
-    EXPECT_TRUE(at >= 0 && at < kKTile);
-    e.place(static_cast<unsigned>(kQTile + at), {'K', index / kChunksK, index % kChunksK});
+  for (int index = 0; index < G::kBlockN * G::kChunksK; ++index) {
+    const int at = G::KLayout::at(index / G::kChunksK, index % G::kChunksK);
+    EXPECT_TRUE(at >= 0 && at < G::kKTile);
+    e.place(static_cast<unsigned>(G::kQTile + at), {'K', index / G::kChunksK, index % G::kChunksK});
   }
-  for (int index = 0; index < kBlockN * kChunksV; ++index) {
-    const int at = VLayout::at(index / kChunksV, index % kChunksV);
-    EXPECT_TRUE(at >= 0 && at < kStage - kKTile);
-    e.place(static_cast<unsigned>(kQTile + kKTile + at), {'V', index / kChunksV, index % kChunksV});
+  for (int index = 0; index < G::kBlockN * G::kChunksV; ++index) {
+    const int at = G::VLayout::at(index / G::kChunksV, index % G::kChunksV);
+    EXPECT_TRUE(at >= 0 && at < G::kStage - G::kKTile);
+    e.place(static_cast<unsigned>(G::kQTile + G::kKTile + at), {'V', index / G::kChunksV, index % G::kChunksV});
   }
-  (void)kThreads;
+}
 
-  // A fragments of Q: a0 (g, 2t..), a1 (g + 8, 2t..), a2 (g, 2t + 8..), a3 (g + 8, 2t + 8..).
-  for (int warp = 0; warp < c.warps; ++warp) {
-    for (int kk = 0; kk < c.head_dim / 16; ++kk) {
+// A fragments of Q: a0 (g, 2t..), a1 (g + 8, 2t..), a2 (g, 2t + 8..), a3 (g + 8, 2t + 8..).
+template <int I>
+void check_q_fragments(Emulator& e) {
+  using G = Tiles<I>;
+  for (int warp = 0; warp < G::c.warps; ++warp) {
+    for (int kk = 0; kk < G::c.head_dim / 16; ++kk) {
       std::array<unsigned, 32> address{};
       for (int lane = 0; lane < 32; ++lane) {
-        FragmentAddress<kChunksK> f;
+        FragmentAddress<G::kChunksK> f;
         f.init(0, warp * 16 + q_lane(lane).row, q_lane(lane).chunk);
         address[lane] = f.at(0, 2 * kk);
       }
-      const auto regs = e.load(address, false);
-      for (int t = 0; t < 32; ++t) {
-        for (int i = 0; i < 4; ++i) {
-          for (int x = 0; x < 2; ++x) {
-            const Element want{'Q', warp * 16 + t / 4 + 8 * (i & 1), 16 * kk + 2 * (t % 4) + x + 8 * (i >> 1)};
-            EXPECT_EQ(regs[t][i][x], want) << "Q warp " << warp << " kk " << kk << " lane " << t << " reg " << i;
-          }
-        }
-      }
+      expect_fragments(e.load(address, false), [&](int t, int i, int x) {
+        return Element{'Q', warp * 16 + t / 4 + 8 * (i & 1), 16 * kk + 2 * (t % 4) + x + 8 * (i >> 1)};
+      }, testing::PrintToString(std::make_pair(warp, kk)) + " Q (warp, kk)");
     }
   }
-  // B fragments of Kᵀ (B[k][n] = K[n][k]): b0 (k 2t.., n g), b1 (k 2t + 8.., n g); registers 2, 3
-  // for the keys 8 further.
-  for (int kk = 0; kk < c.head_dim / 16; ++kk) {
-    for (int p = 0; p < kBlockN / 16; ++p) {
+}
+
+// B fragments of Kᵀ (B[k][n] = K[n][k]): b0 (k 2t.., n g), b1 (k 2t + 8.., n g); registers 2, 3
+// for the keys 8 further.
+template <int I>
+void check_k_fragments(Emulator& e) {
+  using G = Tiles<I>;
+  for (int kk = 0; kk < G::c.head_dim / 16; ++kk) {
+    for (int p = 0; p < G::kBlockN / 16; ++p) {
       std::array<unsigned, 32> address{};
       for (int lane = 0; lane < 32; ++lane) {
-        FragmentAddress<kChunksK> f;
-        f.init(16u * kQTile, k_lane(lane).row, k_lane(lane).chunk);
+        FragmentAddress<G::kChunksK> f;
+        f.init(16u * G::kQTile, k_lane(lane).row, k_lane(lane).chunk);
         address[lane] = f.at(16 * p, 2 * kk);
       }
-      const auto regs = e.load(address, false);
-      for (int t = 0; t < 32; ++t) {
-        for (int i = 0; i < 4; ++i) {
-          for (int x = 0; x < 2; ++x) {
-            const Element want{'K', 16 * p + 8 * (i >> 1) + t / 4, 16 * kk + 8 * (i & 1) + 2 * (t % 4) + x};
-            EXPECT_EQ(regs[t][i][x], want) << "K kk " << kk << " p " << p << " lane " << t << " reg " << i;
-          }
-        }
-      }
+      expect_fragments(e.load(address, false), [&](int t, int i, int x) {
+        return Element{'K', 16 * p + 8 * (i >> 1) + t / 4, 16 * kk + 8 * (i & 1) + 2 * (t % 4) + x};
+      }, testing::PrintToString(std::make_pair(kk, p)) + " K (kk, p)");
     }
   }
-  // B fragments of V (B[k][n] = V[k][n], transposed loads): b0 (keys 2t.., dv g), b1 (keys
-  // 2t + 8.., dv g); registers 2, 3 for the columns 8 further.
-  for (int kk = 0; kk < kBlockN / 16; ++kk) {
-    for (int p = 0; p < c.value_dim / 16; ++p) {
+}
+
+// B fragments of V (B[k][n] = V[k][n], transposed loads): b0 (keys 2t.., dv g), b1 (keys
+// 2t + 8.., dv g); registers 2, 3 for the columns 8 further.
+template <int I>
+void check_v_fragments(Emulator& e) {
+  using G = Tiles<I>;
+  for (int kk = 0; kk < G::kBlockN / 16; ++kk) {
+    for (int p = 0; p < G::c.value_dim / 16; ++p) {
       std::array<unsigned, 32> address{};
       for (int lane = 0; lane < 32; ++lane) {
-        FragmentAddress<kChunksV> f;
-        f.init(16u * (kQTile + kKTile), v_lane(lane).row, v_lane(lane).chunk);
+        FragmentAddress<G::kChunksV> f;
+        f.init(16u * (G::kQTile + G::kKTile), v_lane(lane).row, v_lane(lane).chunk);
         address[lane] = f.at(16 * kk, 2 * p);
       }
-      const auto regs = e.load(address, true);
-      for (int t = 0; t < 32; ++t) {
-        for (int i = 0; i < 4; ++i) {
-          for (int x = 0; x < 2; ++x) {
-            const Element want{'V', 16 * kk + 8 * (i & 1) + 2 * (t % 4) + x, 16 * p + 8 * (i >> 1) + t / 4};
-            EXPECT_EQ(regs[t][i][x], want) << "V kk " << kk << " p " << p << " lane " << t << " reg " << i;
-          }
-        }
-      }
+      expect_fragments(e.load(address, true), [&](int t, int i, int x) {
+        return Element{'V', 16 * kk + 8 * (i & 1) + 2 * (t % 4) + x, 16 * p + 8 * (i >> 1) + t / 4};
+      }, testing::PrintToString(std::make_pair(kk, p)) + " V (kk, p)");
     }
   }
-  // The output tile: accumulator (g + 8·half, 8j + 2t..) written as word t of chunk (row, j) of
-  // the warp's 16 rows, read back as whole chunks; inside the warp's Q rows, one bank per lane.
+}
+
+// The output tile: accumulator (g + 8·half, 8j + 2t..) written as word t of chunk (row, j) of
+// the warp's 16 rows, read back as whole chunks; inside the warp's Q rows, one bank per lane.
+template <int I>
+void check_output_tile() {
+  using G = Tiles<I>;
   std::map<int, std::pair<int, int>> words;
-  for (int j = 0; j < c.value_dim / 8; ++j) {
+  for (int j = 0; j < G::c.value_dim / 8; ++j) {
     for (int half = 0; half < 2; ++half) {
       std::set<int> banks;
       for (int t = 0; t < 32; ++t) {
-        const int word = 4 * VLayout::at(t / 4 + 8 * half, j) + t % 4;
-        EXPECT_LT(word, 4 * 16 * KLayout::kStride) << "output rows spill out of the warp's Q rows";
+        const int word = 4 * G::VLayout::at(t / 4 + 8 * half, j) + t % 4;
+        EXPECT_LT(word, 4 * 16 * G::KLayout::kStride) << "output rows spill out of the warp's Q rows";
         EXPECT_EQ(words.count(word), 0u);
         words[word] = {t / 4 + 8 * half, 8 * j + 2 * (t % 4)};
         banks.insert(word % 32);
@@ -177,12 +192,25 @@ void check_config() {
       EXPECT_EQ(banks.size(), 32u) << "bank conflict writing the output tile";
     }
   }
-  for (int index = 0; index < 16 * kChunksV; ++index) {
-    const int r = index / kChunksV, chunk = index % kChunksV;
+  for (int index = 0; index < 16 * G::kChunksV; ++index) {
+    const int r = index / G::kChunksV, chunk = index % G::kChunksV;
     for (int w = 0; w < 4; ++w) {
-      EXPECT_EQ(words[4 * VLayout::at(r, chunk) + w], std::make_pair(r, 8 * chunk + 2 * w));
+      EXPECT_EQ(words[4 * G::VLayout::at(r, chunk) + w], std::make_pair(r, 8 * chunk + 2 * w));
     }
   }
+}
+
+template <int I>
+void check_config() {
+  using G = Tiles<I>;
+  SCOPED_TRACE(testing::Message() << "D " << G::c.head_dim << " Dv " << G::c.value_dim);
+  EXPECT_EQ(16 * (G::kQTile + G::c.stages * G::kStage), plan::cuda::tiled_shared_bytes(G::c));
+  Emulator e;
+  place_tiles<I>(e);
+  check_q_fragments<I>(e);
+  check_k_fragments<I>(e);
+  check_v_fragments<I>(e);
+  check_output_tile<I>();
 }
 
 template <std::size_t... I>
