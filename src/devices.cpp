@@ -46,4 +46,28 @@ void reset_peak(Device device) {
   memory::cpu_reset_peak();
 }
 
+std::size_t release_cached(Device device) {
+#if HEED_HAS_CUDA
+  if (device.type == DeviceType::CUDA) return cuda::release_pool_cache(device.index);
+#endif
+  require_allocator(device, "heed::release_cached");
+  return memory::cpu_release_cached();
+}
+
+std::size_t cache_limit(Device device) {
+#if HEED_HAS_CUDA
+  if (device.type == DeviceType::CUDA) return cuda::pool_cache_limit(device.index);
+#endif
+  require_allocator(device, "heed::cache_limit");
+  return memory::cpu_cache_limit();
+}
+
+void set_cache_limit(Device device, std::size_t bytes) {
+#if HEED_HAS_CUDA
+  if (device.type == DeviceType::CUDA) return cuda::set_pool_cache_limit(device.index, bytes);
+#endif
+  require_allocator(device, "heed::set_cache_limit");
+  memory::cpu_set_cache_limit(bytes);
+}
+
 }  // namespace heed

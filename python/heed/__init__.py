@@ -26,7 +26,8 @@ from . import profile
 from ._heed import LayerPlan, MemoryStats, Plan
 from .layer import MultiHeadAttention
 
-__all__ = ["attention", "plan", "memory_stats", "reset_peak", "profile", "Plan", "MemoryStats",
+__all__ = ["attention", "plan", "memory_stats", "reset_peak", "empty_cache", "cache_limit", "set_cache_limit",
+           "profile", "Plan", "MemoryStats",
            "MultiHeadAttention", "LayerPlan"]
 __version__ = "0.1.0"
 
@@ -326,10 +327,32 @@ def plan(
 
 
 def memory_stats(device: DeviceLike = None) -> MemoryStats:
-    """Bytes heed itself holds on the device (`active`) and the most since reset_peak (`peak`)."""
+    """Bytes heed holds on the device: in use by calls now (`active`), the most in use since
+    reset_peak (`peak`), and held for reuse by later calls (`cached`)."""
     return _heed.memory_stats(_device_name(device))
 
 
 def reset_peak(device: DeviceLike = None) -> None:
     """Starts a new peak for memory_stats(device).peak."""
     _heed.reset_peak(_device_name(device))
+
+
+def empty_cache(device: DeviceLike = None) -> int:
+    """Returns what heed's caches hold on the device to the system (safe while other threads
+    run calls); the bytes released."""
+    return _heed.empty_cache(_device_name(device))
+
+
+def cache_limit(device: DeviceLike = None) -> int:
+    """The most bytes heed's caches may hold on the device (HEED_CACHE_BYTES, else on the CPU
+    1 GiB or an eighth of memory if less, on CUDA no limit)."""
+    return _heed.cache_limit(_device_name(device))
+
+
+def set_cache_limit(bytes: int, device: DeviceLike = None) -> None:
+    """Sets cache_limit(device); what the caches hold above it is released now."""
+    if isinstance(bytes, bool) or not isinstance(bytes, int):
+        raise TypeError(f"[heed.set_cache_limit] bytes must be an int, got {type(bytes).__name__}")
+    if bytes < 0:
+        raise ValueError(f"[heed.set_cache_limit] bytes must be at least 0, got {bytes}")
+    _heed.set_cache_limit(bytes, _device_name(device))

@@ -275,8 +275,10 @@ NB_MODULE(_heed, m) {
   nb::class_<MemoryStats>(m, "MemoryStats", "Bytes heed itself holds on a device")
       .def_ro("active", &MemoryStats::active)
       .def_ro("peak", &MemoryStats::peak)
+      .def_ro("cached", &MemoryStats::cached)
       .def("__repr__", [](const MemoryStats& s) {
-        return "heed.MemoryStats(active=" + std::to_string(s.active) + ", peak=" + std::to_string(s.peak) + ")";
+        return "heed.MemoryStats(active=" + std::to_string(s.active) + ", peak=" + std::to_string(s.peak) +
+               ", cached=" + std::to_string(s.cached) + ")";
       });
 
   m.def("attention_into", &attention_into, "q"_a, "k"_a, "v"_a, "out"_a, "mask"_a.none(), "sinks"_a.none(),
@@ -290,6 +292,13 @@ NB_MODULE(_heed, m) {
         "device"_a);
   m.def("reset_peak", [](const std::string& device) { reset_peak(parse_device(device, "heed.reset_peak")); },
         "device"_a);
+  m.def("empty_cache", [](const std::string& device) { return release_cached(parse_device(device, "heed.empty_cache")); },
+        "device"_a);
+  m.def("cache_limit", [](const std::string& device) { return cache_limit(parse_device(device, "heed.cache_limit")); },
+        "device"_a);
+  m.def("set_cache_limit", [](std::size_t bytes, const std::string& device) {
+    set_cache_limit(parse_device(device, "heed.set_cache_limit"), bytes);
+  }, "bytes"_a, "device"_a);
   m.def("last_call", [] {
     const LastCall& c = g_last_call;
     nb::dict d;

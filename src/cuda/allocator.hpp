@@ -14,9 +14,13 @@ namespace heed::cuda {
 inline constexpr std::size_t kAllocationGranularity = 512;
 std::size_t rounded_size(std::size_t bytes);
 
-// memory_stats and reset_peak of a CUDA device (src/devices.cpp wires them).
+// memory_stats, reset_peak, release_cached and the cache limit of a CUDA device (src/devices.cpp
+// wires them). cached is what the pool reserved beyond the blocks in use (its free blocks).
 MemoryStats pool_stats(int device);
 void reset_pool_peak(int device);
+std::size_t release_pool_cache(int device);
+std::size_t pool_cache_limit(int device);
+void set_pool_cache_limit(int device, std::size_t bytes);
 
 // Scratch for one call on `stream`: the caller's workspace, or one counted allocation from
 // the device's pool (freed stream-ordered when the call's work is enqueued). Throws

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
+#include <mutex>
 #include <new>
 #include <utility>
+#include <vector>
 
 #include <unistd.h>
 
@@ -41,7 +44,7 @@ void raise_peak(std::size_t active) {
 
 namespace memory {
 
-MemoryStats cpu_memory_stats() { return {g_active.load(), g_peak.load()}; }
+MemoryStats cpu_memory_stats() { return {g_active.load(), g_peak.load(), cached_scratch_bytes()}; }
 
 void cpu_reset_peak() { g_peak.store(g_active.load()); }
 
@@ -76,34 +79,103 @@ void cpu_free(void* pointer, std::size_t bytes) {
 
 namespace {
 
-// The last owned scratch block this thread released, kept for its next call.
+// Each thread's cached block sits in a slot of its own, which the registry lists so that
+// cpu_release_cached (from any thread) can free it; a slot's mutex orders the owner's take and
+// put against such a release. The registry outlives every thread's slot (never destroyed).
 std::atomic<std::size_t> g_cached{0};
 
-struct CachedBlock {
+struct Slot {
+  std::mutex mutex;
   void* data = nullptr;
   std::size_t size = 0;
-  CachedBlock() = default;
-  CachedBlock(const CachedBlock&) = delete;
-  CachedBlock& operator=(const CachedBlock&) = delete;
-  ~CachedBlock() { release(); }
-  void release() {
-    if (data == nullptr) return;
-    std::free(data);
-    g_cached.fetch_sub(size);
+  std::size_t free_locked() {
+    const std::size_t freed = size;
+    if (data != nullptr) {
+      std::free(data);
+      g_cached.fetch_sub(size);
+    }
     data = nullptr;
     size = 0;
+    return freed;
   }
 };
-thread_local CachedBlock t_cached;
 
-std::size_t cache_limit() {
-  static const std::size_t limit = std::min(kScratchCacheTotalBytes, physical_bytes() / 8);
+struct Registry {
+  std::mutex mutex;
+  std::vector<Slot*> slots;
+};
+Registry& registry() {
+  static Registry* instance = new Registry;
+  return *instance;
+}
+
+struct ThreadSlot {
+  Slot slot;
+  ThreadSlot() {
+    Registry& r = registry();
+    const std::lock_guard<std::mutex> lock(r.mutex);
+    r.slots.push_back(&slot);
+  }
+  ~ThreadSlot() {
+    Registry& r = registry();
+    const std::lock_guard<std::mutex> lock(r.mutex);
+    r.slots.erase(std::find(r.slots.begin(), r.slots.end(), &slot));
+    const std::lock_guard<std::mutex> own(slot.mutex);
+    slot.free_locked();
+  }
+  ThreadSlot(const ThreadSlot&) = delete;
+  ThreadSlot& operator=(const ThreadSlot&) = delete;
+};
+thread_local ThreadSlot t_slot;
+
+std::atomic<std::size_t>& limit_bytes() {
+  static std::atomic<std::size_t> limit{
+      environment_cache_bytes().value_or(std::min(kScratchCacheTotalBytes, physical_bytes() / 8))};
   return limit;
 }
 
 }  // namespace
 
+std::optional<std::size_t> environment_cache_bytes() {
+  static const std::optional<std::size_t> bytes = []() -> std::optional<std::size_t> {
+    const char* value = std::getenv("HEED_CACHE_BYTES");
+    if (value == nullptr || *value == '\0') return std::nullopt;
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long parsed = std::strtoull(value, &end, 10);
+    if (*end != '\0' || errno == ERANGE || value[0] == '-') return std::nullopt;
+    return static_cast<std::size_t>(parsed);
+  }();
+  return bytes;
+}
+
 std::size_t cached_scratch_bytes() { return g_cached.load(); }
+
+std::size_t cpu_release_cached() {
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  std::size_t freed = 0;
+  for (Slot* slot : r.slots) {
+    const std::lock_guard<std::mutex> own(slot->mutex);
+    freed += slot->free_locked();
+  }
+  return freed;
+}
+
+std::size_t cpu_cache_limit() { return limit_bytes().load(); }
+
+void cpu_set_cache_limit(std::size_t bytes) {
+  limit_bytes().store(bytes);
+  if (g_cached.load() <= bytes) return;
+  // Above the new limit: free blocks until within it.
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  for (Slot* slot : r.slots) {
+    if (g_cached.load() <= bytes) break;
+    const std::lock_guard<std::mutex> own(slot->mutex);
+    slot->free_locked();
+  }
+}
 
 Scratch::Scratch(std::size_t bytes, void* workspace, const char* op) : bytes_(bytes) {
   if (bytes == 0) return;
@@ -112,12 +184,17 @@ Scratch::Scratch(std::size_t bytes, void* workspace, const char* op) : bytes_(by
     return;
   }
   const std::size_t size = rounded_size(bytes);
-  if (t_cached.data != nullptr && size >= bytes && t_cached.size >= size) {
-    data_ = static_cast<std::byte*>(std::exchange(t_cached.data, nullptr));
-    block_ = std::exchange(t_cached.size, 0);
-    g_cached.fetch_sub(block_);
-    raise_peak(g_active.fetch_add(size) + size);
-  } else {
+  {
+    Slot& slot = t_slot.slot;
+    const std::lock_guard<std::mutex> own(slot.mutex);
+    if (slot.data != nullptr && size >= bytes && slot.size >= size) {
+      data_ = static_cast<std::byte*>(std::exchange(slot.data, nullptr));
+      block_ = std::exchange(slot.size, 0);
+      g_cached.fetch_sub(block_);
+      raise_peak(g_active.fetch_add(size) + size);
+    }
+  }
+  if (data_ == nullptr) {
     data_ = static_cast<std::byte*>(cpu_allocate(bytes, op, "scratch"));
     block_ = size;
   }
@@ -132,14 +209,16 @@ Scratch::~Scratch() {
     std::free(data_);
     return;
   }
-  if (g_cached.fetch_add(block_) + block_ - t_cached.size > cache_limit()) {
+  Slot& slot = t_slot.slot;
+  const std::lock_guard<std::mutex> own(slot.mutex);
+  if (g_cached.fetch_add(block_) + block_ - slot.size > limit_bytes().load()) {
     g_cached.fetch_sub(block_);
     std::free(data_);
     return;
   }
-  t_cached.release();
-  t_cached.data = data_;
-  t_cached.size = block_;
+  slot.free_locked();
+  slot.data = data_;
+  slot.size = block_;
 }
 
 }  // namespace memory

@@ -114,6 +114,32 @@ TEST(CudaErrors, OutOfMemoryIsReportedAndNothingIsWritten) {
   EXPECT_TRUE(in.out_untouched());
 }
 
+// The pool's free blocks are memory_stats' cached after a call; release_cached returns them, and
+// a cache limit of 0 lets the pool keep nothing past the next synchronisation.
+TEST(CudaErrors, ThePoolsCachedBlocksAreReportedAndReleased) {
+  REQUIRE_GPU();
+  Inputs in(Make("cached", 1, 8, 1, 1, 4000, 128, 128, DType::BFloat16));
+  const AttentionPlan plan = plan_attention(in.q->view(), in.k->view(), in.v->view(), {});
+  ASSERT_GT(plan.scratch_bytes, 0u) << plan.to_json();
+  cuda_ok(cudaDeviceSynchronize(), "sync");
+  (void)release_cached(kGpu);
+  EXPECT_EQ(memory_stats(kGpu).cached, 0u);
+  attention(in.q->view(), in.k->view(), in.v->view(), in.out->view(), 0.0883883f, {});
+  cuda_ok(cudaDeviceSynchronize(), "sync after attention");
+  EXPECT_GE(memory_stats(kGpu).cached, plan.scratch_bytes) << "the call's scratch block stays in the pool";
+  EXPECT_GE(release_cached(kGpu), plan.scratch_bytes);
+  EXPECT_EQ(memory_stats(kGpu).cached, 0u);
+  const std::size_t limit = cache_limit(kGpu);
+  set_cache_limit(kGpu, 0);
+  EXPECT_EQ(cache_limit(kGpu), 0u);
+  attention(in.q->view(), in.k->view(), in.v->view(), in.out->view(), 0.0883883f, {});
+  cuda_ok(cudaDeviceSynchronize(), "sync after attention");
+  EXPECT_EQ(memory_stats(kGpu).cached, 0u) << "a limit of 0 keeps no free block past a synchronisation";
+  set_cache_limit(kGpu, limit);
+  std::vector<unsigned char> bytes = in.out->download();
+  EXPECT_TRUE(matches_reference(in.out->host_view(bytes), in.problem->reference()));
+}
+
 TEST(CudaErrors, CallerStreamAndWorkspace) {
   REQUIRE_GPU();
   Inputs in(Make("stream", 1, 8, 1, 1, 4000, 128, 128, DType::BFloat16));

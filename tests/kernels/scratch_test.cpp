@@ -4,11 +4,14 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "memory/cpu_allocator.hpp"
 #include "support/case_builder.hpp"
@@ -225,7 +228,7 @@ TEST(ScratchLimits, AThreadReusesItsReleasedScratchBlock) {
   EXPECT_EQ(memory_stats().active, before);
 }
 
-// Many threads keep at most kScratchCacheTotalBytes between them; each thread's block goes
+// Many threads keep at most the cache limit between them; each thread's block goes
 // when the thread ends. (The blocks are never touched: address space, not memory.)
 TEST(ScratchLimits, ThreadsTogetherCacheAtMostTheTotal) {
   const std::size_t block = 200 * kMiB;
@@ -240,11 +243,108 @@ TEST(ScratchLimits, ThreadsTogetherCacheAtMostTheTotal) {
     });
   }
   while (released.load() < 8) std::this_thread::yield();
-  EXPECT_LE(memory::cached_scratch_bytes(), memory::kScratchCacheTotalBytes);
+  EXPECT_LE(memory::cached_scratch_bytes(), cache_limit());
   EXPECT_GE(memory::cached_scratch_bytes(), block) << "at least one thread keeps its block";
   finish = true;
   for (std::thread& thread : threads) thread.join();
   EXPECT_LT(memory::cached_scratch_bytes(), block) << "ended threads hold nothing";
+}
+
+// memory_stats' cached counts the blocks threads keep between calls (a block in use is active,
+// not cached); release_cached returns them from any thread, and the next call allocates afresh.
+TEST(ScratchCache, CachedIsReportedAndReleasedFromAnyThread) {
+  (void)release_cached();
+  const std::size_t before = memory_stats().active;
+  EXPECT_EQ(memory_stats().cached, 0u);
+  {
+    const memory::Scratch scratch(4 * kMiB, nullptr, "test");
+    EXPECT_EQ(memory_stats().cached, 0u) << "a block in use is active, not cached";
+    EXPECT_EQ(memory_stats().active, before + 4 * kMiB);
+  }
+  EXPECT_EQ(memory_stats().cached, 4 * kMiB);
+  EXPECT_EQ(memory_stats().active, before);
+  std::size_t released = 0;
+  std::thread([&] { released = release_cached(); }).join();
+  EXPECT_EQ(released, 4 * kMiB);
+  EXPECT_EQ(memory_stats().cached, 0u);
+  EXPECT_EQ(release_cached(), 0u);
+  {
+    const memory::Scratch scratch(kMiB, nullptr, "test");
+    EXPECT_EQ(memory_stats().active, before + kMiB) << "a fresh block after the release";
+  }
+  EXPECT_EQ(memory_stats().cached, kMiB);
+}
+
+// An attention call's scratch stays cached after the call and goes with release_cached.
+TEST(ScratchCache, ACallsScratchIsCachedUntilReleased) {
+  (void)release_cached();
+  const CaseSpec spec = scratch_case("cached_bf16_tiled", 1, 4, 2, 256, 1024, 64, DType::BFloat16, RouteChoice::Tiled);
+  const auto problem = make_problem(spec);
+  const AttentionPlan plan = problem->plan();
+  ASSERT_GT(plan.scratch_bytes, 0u) << plan.explain();
+  problem->run();
+  EXPECT_EQ(memory_stats().cached, memory::rounded_size(plan.scratch_bytes));
+  EXPECT_TRUE(matches_reference(problem->out().view(), problem->reference()));
+  EXPECT_EQ(release_cached(), memory::rounded_size(plan.scratch_bytes));
+  EXPECT_EQ(memory_stats().cached, 0u);
+}
+
+// Calls on many threads while another thread releases the caches again and again: every call
+// keeps its block while it runs (ASan sees no use after free) and gives the same output.
+TEST(ScratchCache, ReleasingWhileOtherThreadsRunCallsIsSafe) {
+  const CaseSpec spec = scratch_case("release_race", 1, 4, 2, 64, 512, 64, DType::Float32, RouteChoice::Tiled);
+  ASSERT_GT(make_problem(spec)->plan().scratch_bytes, 0u);
+  std::atomic<bool> done{false};
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 3; ++t) {
+    callers.emplace_back([&] {
+      const auto problem = make_problem(spec);
+      const std::vector<double> reference = problem->reference();
+      for (int i = 0; i < 40; ++i) {
+        problem->run();
+        if (!matches_reference(problem->out().view(), reference)) ++mismatches;
+      }
+    });
+  }
+  std::thread releaser([&] {
+    while (!done.load()) {
+      (void)release_cached();
+      std::this_thread::yield();
+    }
+  });
+  for (std::thread& caller : callers) caller.join();
+  done = true;
+  releaser.join();
+  EXPECT_EQ(mismatches.load(), 0);
+  (void)release_cached();
+  EXPECT_EQ(memory_stats().cached, 0u);
+}
+
+// The cache limit: the default (HEED_CACHE_BYTES where set), a lower one releasing what is above
+// it at once, 0 caching nothing.
+TEST(ScratchCache, TheLimitBoundsWhatIsCached) {
+  const std::size_t physical = static_cast<std::size_t>(sysconf(_SC_PHYS_PAGES)) *
+                               static_cast<std::size_t>(sysconf(_SC_PAGE_SIZE));
+  if (const char* set = std::getenv("HEED_CACHE_BYTES")) {
+    EXPECT_EQ(cache_limit(), std::strtoull(set, nullptr, 10));
+  } else {
+    EXPECT_EQ(cache_limit(), std::min(memory::kScratchCacheTotalBytes, physical / 8));
+  }
+  const std::size_t limit = cache_limit();
+  { const memory::Scratch scratch(4 * kMiB, nullptr, "test"); }
+  EXPECT_EQ(memory_stats().cached, 4 * kMiB);
+  set_cache_limit(Device::cpu(), kMiB);
+  EXPECT_EQ(cache_limit(), kMiB);
+  EXPECT_EQ(memory_stats().cached, 0u) << "the 4 MiB block is above the new limit";
+  { const memory::Scratch scratch(2 * kMiB, nullptr, "test"); }
+  EXPECT_EQ(memory_stats().cached, 0u) << "a 2 MiB block is not kept under a 1 MiB limit";
+  { const memory::Scratch scratch(kMiB / 2, nullptr, "test"); }
+  EXPECT_EQ(memory_stats().cached, kMiB / 2);
+  set_cache_limit(Device::cpu(), 0);
+  EXPECT_EQ(memory_stats().cached, 0u);
+  set_cache_limit(Device::cpu(), limit);
+  EXPECT_EQ(cache_limit(), limit);
 }
 
 }  // namespace
