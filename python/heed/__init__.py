@@ -229,6 +229,8 @@ def attention(
     softcap: Optional[float] = None,
     max_score_bytes: Optional[int] = None,
     out: Optional[SupportsDLPack] = None,
+    route: str = "auto",
+    workspace: Optional[SupportsDLPack] = None,
 ) -> ArrayT:
     """softmax(scale * q·kᵀ + mask) · v, exactly, for q [B, Hq, Lq, D], k [B, Hkv, Lk, D],
     v [B, Hkv, Lk, Dv] -> [B, Hq, Lq, Dv] (Hq a multiple of Hkv: GQA, MQA).
@@ -239,7 +241,10 @@ def attention(
     sinks: [Hq] logits added to each softmax denominator as exp(sink), unscaled.
     softcap: c > 0 turns each scaled score s into c * tanh(s / c) before the mask is added
     (Gemma 2: 50). max_score_bytes: no score-sized intermediate above this many bytes. A row that sees no key
-    is zeros. Returns a new array of q's library on q's device, or `out` filled in place.
+    is zeros. route: 'auto', or 'vector', 'tiled', 'composed' to force one (as PyTorch's sdpa_kernel).
+    workspace: a writable, contiguous array on the call's device of at least the plan's
+    scratch_bytes (16-byte aligned), any dtype: heed then allocates nothing for the call.
+    Returns a new array of q's library on q's device, or `out` filled in place.
     On CUDA heed runs on the caller's current stream. Errors: ValueError (invalid input),
     TypeError (not an array), MemoryError, NotImplementedError (unsupported device or dtype).
     """
@@ -251,7 +256,8 @@ def attention(
     if out is None:
         shape = _out_shape(q, v)
         if shape is None:  # heed names the wrong rank
-            _heed.plan_views(q_in, k_in, v_in, mask_in, sinks_in, causal, window, softcap, max_score_bytes, call.bf16)
+            _heed.plan_views(q_in, k_in, v_in, mask_in, sinks_in, causal, window, softcap, max_score_bytes, call.bf16,
+                             route if isinstance(route, str) else "auto")
             raise ValueError("[heed.attention] q and v must have rank 4")
         result, target = _empty(q, shape)
         if isinstance(result, _JaxResult):
@@ -261,8 +267,13 @@ def attention(
             raise ValueError("[heed.attention] out cannot be a JAX array: JAX arrays are immutable")
         result = target = out
     target_in = call.prepare(target, "out")
+    if not isinstance(route, str):
+        raise TypeError(f"[heed.attention] route must be a str, got {type(route).__name__}")
+    if workspace is not None and not _has_dlpack(workspace):
+        raise TypeError("[heed.attention] workspace must be an array that supports DLPack, got "
+                        f"{type(workspace).__module__}.{type(workspace).__qualname__}")
     _heed.attention_into(q_in, k_in, v_in, target_in, mask_in, sinks_in, scale, causal, window, softcap,
-                         max_score_bytes, call.stream, call.bf16)
+                         max_score_bytes, call.stream, call.bf16, route, workspace)
     return jax_result.finish() if jax_result is not None else result
 
 
@@ -302,15 +313,19 @@ def plan(
     max_score_bytes: Optional[int] = None,
     dtype: Any = None,
     device: DeviceLike = None,
+    route: str = "auto",
 ) -> Plan:
     """The plan heed.attention would run for these arguments: its kernel, scratch bytes and
     explanation. q, k, v are arrays (their shapes, dtype, strides and device are read) or
     shape tuples with `dtype` (default float32) and `device` (default: heed's default device,
     the CPU until a CUDA backend that can run is present). Invalid input
     raises what attention would. `scale` is accepted for symmetry; no plan depends on it.
+    route: as for attention.
     """
     del scale
     causal = _flag(causal, "heed.plan", "causal")
+    if not isinstance(route, str):
+        raise TypeError(f"[heed.plan] route must be a str, got {type(route).__name__}")
     call = _Call("heed.plan")
     mask_in, sinks_in = call.prepare(mask, "mask"), call.prepare(sinks, "sinks")
     if isinstance(q, (tuple, list)) and isinstance(k, (tuple, list)) and isinstance(v, (tuple, list)):
@@ -319,11 +334,12 @@ def plan(
                 raise TypeError(f"[heed.plan] {name} shape must hold integers, got {shape!r}")
         return _heed.plan_shapes([int(d) for d in q], [int(d) for d in k], [int(d) for d in v],
                                  _dtype_name(dtype if dtype is not None else "float32"), _device_name(device, "default"),
-                                 mask_in, sinks_in, causal, window, softcap, max_score_bytes, call.bf16)
+                                 mask_in, sinks_in, causal, window, softcap, max_score_bytes, call.bf16, route)
     if dtype is not None or device is not None:
         raise ValueError("[heed.plan] dtype and device are read from the arrays; pass them only with shapes")
     q_in, k_in, v_in = call.prepare(q, "q"), call.prepare(k, "k"), call.prepare(v, "v")
-    return _heed.plan_views(q_in, k_in, v_in, mask_in, sinks_in, causal, window, softcap, max_score_bytes, call.bf16)
+    return _heed.plan_views(q_in, k_in, v_in, mask_in, sinks_in, causal, window, softcap, max_score_bytes, call.bf16,
+                            route)
 
 
 def memory_stats(device: DeviceLike = None) -> MemoryStats:

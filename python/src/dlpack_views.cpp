@@ -149,6 +149,32 @@ ImportedArray import_array(nb::handle object, const ArraySpec& spec) {
   return imported;
 }
 
+ImportedBuffer import_buffer(nb::handle object, const ArraySpec& spec) {
+  ImportedBuffer buffer;
+  if (!nb::try_cast(object, buffer.array, false)) {
+    nb::ndarray<nb::ro> read_only;
+    if (nb::try_cast(object, read_only, false)) {
+      throw nb::value_error((prefix(spec) + "is read-only; heed writes its scratch there").c_str());
+    }
+    not_importable(object, spec);
+  }
+  const nb::ndarray<>& array = buffer.array;
+  buffer.device = to_device(array.device_type(), array.device_id(), spec);
+  const auto item = static_cast<std::int64_t>((array.dtype().bits * array.dtype().lanes + 7) / 8);
+  std::int64_t elements = 1, expected = 1;
+  bool contiguous = true;
+  for (int axis = static_cast<int>(array.ndim()) - 1; axis >= 0; --axis) {
+    const auto size = static_cast<std::int64_t>(array.shape(static_cast<std::size_t>(axis)));
+    if (size != 1 && array.stride(static_cast<std::size_t>(axis)) != expected) contiguous = false;
+    expected *= size;
+    elements *= size;
+  }
+  if (!contiguous) throw nb::value_error((prefix(spec) + "must be contiguous").c_str());
+  buffer.data = array.data();
+  buffer.bytes = static_cast<std::size_t>(elements * item);
+  return buffer;
+}
+
 Device parse_device(const std::string& text, const char* op) {
   if (text == "default") return Device::default_device();
   if (text == "cpu") return Device::cpu();

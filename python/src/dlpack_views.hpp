@@ -32,6 +32,17 @@ struct ArraySpec {
 // has no backend for.
 ImportedArray import_array(nanobind::handle object, const ArraySpec& spec);
 
+// A caller's writable memory of any element type (a workspace): its first byte, its size in
+// bytes and its device. ValueError where it is read-only or not contiguous, TypeError where it
+// is no array.
+struct ImportedBuffer {
+  nanobind::ndarray<> array;
+  void* data = nullptr;
+  std::size_t bytes = 0;
+  Device device;
+};
+ImportedBuffer import_buffer(nanobind::handle object, const ArraySpec& spec);
+
 // "cpu", "cuda", "cuda:1", "default" (Device::default_device()) -> Device; ValueError otherwise.
 Device parse_device(const std::string& text, const char* op);
 

@@ -67,3 +67,64 @@ def test_the_cache_limit_bounds_what_is_kept():
 def test_set_cache_limit_rejects_what_is_no_byte_count(value, kind):
     with pytest.raises(kind, match="set_cache_limit"):
         heed.set_cache_limit(value)
+
+
+def _inputs():
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((1, 4, 256, 64), dtype=np.float32)
+    k = rng.standard_normal((1, 2, 1024, 64), dtype=np.float32)
+    return q, k
+
+
+def test_a_workspace_makes_heed_allocate_nothing():
+    q, k = _inputs()
+    plan = heed.plan(q, k, k)
+    assert plan.scratch_bytes > 0
+    expected = heed.attention(q, k, k)
+    heed.empty_cache()
+    heed.reset_peak()
+    before = heed.memory_stats()
+    workspace = np.empty(plan.scratch_bytes, dtype=np.uint8)
+    got = heed.attention(q, k, k, workspace=workspace)
+    after = heed.memory_stats()
+    assert after.peak == before.active, "with a workspace heed allocates nothing"
+    assert after.cached == 0, "nor keeps anything"
+    np.testing.assert_array_equal(got, expected)
+    # Any element type will do, as long as it holds the bytes.
+    got = heed.attention(q, k, k, workspace=np.empty(plan.scratch_bytes // 4 + 1, dtype=np.float32))
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("make, kind, text", [
+    (lambda n: np.empty(n // 2, dtype=np.uint8), ValueError, "workspace"),
+    (lambda n: np.empty((n, 2), dtype=np.uint8)[:, 0], ValueError, "contiguous"),
+    (lambda n: np.frombuffer(bytes(n), dtype=np.uint8), ValueError, "read-only"),
+    (lambda n: bytearray(n), TypeError, "workspace"),
+])
+def test_a_workspace_that_does_not_serve_is_rejected(make, kind, text):
+    q, k = _inputs()
+    plan = heed.plan(q, k, k)
+    out = np.full((1, 4, 256, 64), 7.0, dtype=np.float32)
+    with pytest.raises(kind, match=text):
+        heed.attention(q, k, k, out=out, workspace=make(plan.scratch_bytes))
+    assert (out == 7.0).all(), "out written on error"
+
+
+@pytest.mark.parametrize("route", ["tiled", "composed"])
+def test_route_forces_a_route_in_plan_and_attention(route):
+    q, k = _inputs()
+    plan = heed.plan(q, k, k, route=route)
+    assert plan.route.startswith(route), plan.explain()
+    shapes = heed.plan(q.shape, k.shape, k.shape, route=route)
+    assert shapes.route == plan.route
+    np.testing.assert_allclose(heed.attention(q, k, k, route=route), heed.attention(q, k, k), rtol=2e-5, atol=2e-6)
+
+
+def test_an_unknown_route_is_rejected():
+    q, k = _inputs()
+    with pytest.raises(ValueError, match="route must be"):
+        heed.attention(q, k, k, route="fast")
+    with pytest.raises(ValueError, match="route must be"):
+        heed.plan(q, k, k, route="fast")
+    with pytest.raises(TypeError, match="route must be a str"):
+        heed.plan(q, k, k, route=None)
