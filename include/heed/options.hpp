@@ -34,6 +34,10 @@ struct AttentionOptions {
   std::optional<float> softcap;
   // No intermediate of score size may exceed this many bytes (must be > 0).
   std::optional<std::int64_t> max_score_bytes;
+  // No call may allocate more than this many bytes of scratch in all (must be > 0): the planner
+  // takes forms that need less (K and V packed per task, fewer workers) or names the smallest
+  // budget that fits.
+  std::optional<std::int64_t> max_scratch_bytes;
   RouteChoice route = RouteChoice::Auto;
   // Caller-owned scratch of at least the plan's scratch_bytes, aligned to kWorkspaceAlignment;
   // heed then allocates nothing.

@@ -231,6 +231,7 @@ def attention(
     out: Optional[SupportsDLPack] = None,
     route: str = "auto",
     workspace: Optional[SupportsDLPack] = None,
+    max_scratch_bytes: Optional[int] = None,
 ) -> ArrayT:
     """softmax(scale * q·kᵀ + mask) · v, exactly, for q [B, Hq, Lq, D], k [B, Hkv, Lk, D],
     v [B, Hkv, Lk, Dv] -> [B, Hq, Lq, Dv] (Hq a multiple of Hkv: GQA, MQA).
@@ -244,6 +245,8 @@ def attention(
     is zeros. route: 'auto', or 'vector', 'tiled', 'composed' to force one (as PyTorch's sdpa_kernel).
     workspace: a writable, contiguous array on the call's device of at least the plan's
     scratch_bytes (16-byte aligned), any dtype: heed then allocates nothing for the call.
+    max_scratch_bytes: a budget on all of the call's scratch; the plan takes forms that need less
+    or the error names the smallest budget that fits.
     Returns a new array of q's library on q's device, or `out` filled in place.
     On CUDA heed runs on the caller's current stream. Errors: ValueError (invalid input),
     TypeError (not an array), MemoryError, NotImplementedError (unsupported device or dtype).
@@ -273,7 +276,7 @@ def attention(
         raise TypeError("[heed.attention] workspace must be an array that supports DLPack, got "
                         f"{type(workspace).__module__}.{type(workspace).__qualname__}")
     _heed.attention_into(q_in, k_in, v_in, target_in, mask_in, sinks_in, scale, causal, window, softcap,
-                         max_score_bytes, call.stream, call.bf16, route, workspace)
+                         max_score_bytes, call.stream, call.bf16, route, workspace, max_scratch_bytes)
     return jax_result.finish() if jax_result is not None else result
 
 
@@ -314,13 +317,14 @@ def plan(
     dtype: Any = None,
     device: DeviceLike = None,
     route: str = "auto",
+    max_scratch_bytes: Optional[int] = None,
 ) -> Plan:
     """The plan heed.attention would run for these arguments: its kernel, scratch bytes and
     explanation. q, k, v are arrays (their shapes, dtype, strides and device are read) or
     shape tuples with `dtype` (default float32) and `device` (default: heed's default device,
     the CPU until a CUDA backend that can run is present). Invalid input
     raises what attention would. `scale` is accepted for symmetry; no plan depends on it.
-    route: as for attention.
+    route, max_scratch_bytes: as for attention.
     """
     del scale
     causal = _flag(causal, "heed.plan", "causal")
@@ -334,12 +338,13 @@ def plan(
                 raise TypeError(f"[heed.plan] {name} shape must hold integers, got {shape!r}")
         return _heed.plan_shapes([int(d) for d in q], [int(d) for d in k], [int(d) for d in v],
                                  _dtype_name(dtype if dtype is not None else "float32"), _device_name(device, "default"),
-                                 mask_in, sinks_in, causal, window, softcap, max_score_bytes, call.bf16, route)
+                                 mask_in, sinks_in, causal, window, softcap, max_score_bytes, call.bf16, route,
+                                 max_scratch_bytes)
     if dtype is not None or device is not None:
         raise ValueError("[heed.plan] dtype and device are read from the arrays; pass them only with shapes")
     q_in, k_in, v_in = call.prepare(q, "q"), call.prepare(k, "k"), call.prepare(v, "v")
     return _heed.plan_views(q_in, k_in, v_in, mask_in, sinks_in, causal, window, softcap, max_score_bytes, call.bf16,
-                            route)
+                            route, max_scratch_bytes)
 
 
 def memory_stats(device: DeviceLike = None) -> MemoryStats:

@@ -65,7 +65,7 @@ std::optional<float> float_option(std::optional<double> value) {
 Inputs import_inputs(const char* op, nb::handle q, nb::handle k, nb::handle v, nb::handle mask,
                      nb::handle sinks, bool causal, std::optional<std::int64_t> window,
                      std::optional<double> softcap, std::optional<std::int64_t> max_score_bytes, unsigned bf16,
-                     const std::string& route) {
+                     const std::string& route, std::optional<std::int64_t> max_scratch_bytes) {
   Inputs in{import_array(q, {op, "q", false, (bf16 & kQ) != 0}),
             import_array(k, {op, "k", false, (bf16 & kK) != 0}),
             import_array(v, {op, "v", false, (bf16 & kV) != 0}),
@@ -85,6 +85,7 @@ Inputs import_inputs(const char* op, nb::handle q, nb::handle k, nb::handle v, n
   in.options.softcap = float_option(softcap);
   in.options.max_score_bytes = max_score_bytes;
   in.options.route = parse_route(route, op);
+  in.options.max_scratch_bytes = max_scratch_bytes;
   return in;
 }
 
@@ -118,9 +119,11 @@ void check_no_overlap(const TensorView& out, const TensorView& input, const char
 void attention_into(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle mask, nb::handle sinks,
                     std::optional<double> scale, bool causal, std::optional<std::int64_t> window,
                     std::optional<double> softcap, std::optional<std::int64_t> max_score_bytes, std::uintptr_t stream,
-                    unsigned bf16, const std::string& route, nb::handle workspace) {
+                    unsigned bf16, const std::string& route, nb::handle workspace,
+                    std::optional<std::int64_t> max_scratch_bytes) {
   constexpr const char* op = "heed.attention";
-  Inputs in = import_inputs(op, q, k, v, mask, sinks, causal, window, softcap, max_score_bytes, bf16, route);
+  Inputs in = import_inputs(op, q, k, v, mask, sinks, causal, window, softcap, max_score_bytes, bf16, route,
+                            max_scratch_bytes);
   ImportedArray result = import_array(out, {op, "out", true, (bf16 & kOut) != 0});
   std::optional<ImportedBuffer> scratch;
   if (!workspace.is_none()) {
@@ -163,8 +166,10 @@ void attention_into(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb
 
 AttentionPlan plan_views(nb::handle q, nb::handle k, nb::handle v, nb::handle mask, nb::handle sinks, bool causal,
                          std::optional<std::int64_t> window, std::optional<double> softcap,
-                         std::optional<std::int64_t> max_score_bytes, unsigned bf16, const std::string& route) {
-  Inputs in = import_inputs("heed.plan", q, k, v, mask, sinks, causal, window, softcap, max_score_bytes, bf16, route);
+                         std::optional<std::int64_t> max_score_bytes, unsigned bf16, const std::string& route,
+                         std::optional<std::int64_t> max_scratch_bytes) {
+  Inputs in = import_inputs("heed.plan", q, k, v, mask, sinks, causal, window, softcap, max_score_bytes, bf16, route,
+                            max_scratch_bytes);
   return plan_attention(in.q.view, in.k.view, in.v.view, in.options);
 }
 
@@ -176,10 +181,12 @@ DType parse_dtype_name(const std::string& name) {
 AttentionPlan plan_shapes(std::vector<std::int64_t> q, std::vector<std::int64_t> k, std::vector<std::int64_t> v,
                           const std::string& dtype, const std::string& device, nb::handle mask, nb::handle sinks,
                           bool causal, std::optional<std::int64_t> window, std::optional<double> softcap,
-                          std::optional<std::int64_t> max_score_bytes, unsigned bf16, const std::string& route) {
+                          std::optional<std::int64_t> max_score_bytes, unsigned bf16, const std::string& route,
+                          std::optional<std::int64_t> max_scratch_bytes) {
   constexpr const char* op = "heed.plan";
   AttentionOptions options;
   options.route = parse_route(route, op);
+  options.max_scratch_bytes = max_scratch_bytes;
   std::optional<ImportedArray> mask_array, sinks_array;
   if (!mask.is_none()) {
     mask_array = import_array(mask, {op, "mask", false, (bf16 & kMask) != 0});
@@ -307,12 +314,13 @@ NB_MODULE(_heed, m) {
 
   m.def("attention_into", &attention_into, "q"_a, "k"_a, "v"_a, "out"_a, "mask"_a.none(), "sinks"_a.none(),
         "scale"_a.none(), "causal"_a, "window"_a.none(), "softcap"_a.none(), "max_score_bytes"_a.none(), "stream"_a,
-        "bf16"_a, "route"_a = "auto", "workspace"_a.none() = nb::none());
+        "bf16"_a, "route"_a = "auto", "workspace"_a.none() = nb::none(), "max_scratch_bytes"_a.none() = nb::none());
   m.def("plan_views", &plan_views, "q"_a, "k"_a, "v"_a, "mask"_a.none(), "sinks"_a.none(), "causal"_a,
-        "window"_a.none(), "softcap"_a.none(), "max_score_bytes"_a.none(), "bf16"_a, "route"_a = "auto");
+        "window"_a.none(), "softcap"_a.none(), "max_score_bytes"_a.none(), "bf16"_a, "route"_a = "auto",
+        "max_scratch_bytes"_a.none() = nb::none());
   m.def("plan_shapes", &plan_shapes, "q"_a, "k"_a, "v"_a, "dtype"_a, "device"_a, "mask"_a.none(),
         "sinks"_a.none(), "causal"_a, "window"_a.none(), "softcap"_a.none(), "max_score_bytes"_a.none(), "bf16"_a,
-        "route"_a = "auto");
+        "route"_a = "auto", "max_scratch_bytes"_a.none() = nb::none());
   m.def("memory_stats", [](const std::string& device) { return memory_stats(parse_device(device, "heed.memory_stats")); },
         "device"_a);
   m.def("reset_peak", [](const std::string& device) { reset_peak(parse_device(device, "heed.reset_peak")); },

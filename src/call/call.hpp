@@ -57,6 +57,7 @@ struct Problem {
   // Logit softcap c: scores become c · tanh(s / c) after the scale; 0: none.
   float softcap = 0.0f;
   std::optional<std::int64_t> max_score_bytes;
+  std::optional<std::int64_t> max_scratch_bytes;
   RouteChoice route = RouteChoice::Auto;
   // Rows of q, k and v are contiguous and do not overlap (leading dimension >= the row), so
   // BLAS could read them in place were they float32.

@@ -206,6 +206,12 @@ Problem validate_problem(const Shape& q, const Shape& k, const Shape& v, DType q
     }
     p.max_score_bytes = options.max_score_bytes;
   }
+  if (options.max_scratch_bytes) {
+    if (*options.max_scratch_bytes <= 0) {
+      invalid(format("max_scratch_bytes must be > 0, got {}", *options.max_scratch_bytes));
+    }
+    p.max_scratch_bytes = options.max_scratch_bytes;
+  }
   return p;
 }
 
@@ -287,6 +293,7 @@ std::string describe(const Problem& p, const std::string& device) {
   if (p.has_sinks) text += ", sinks";
   if (p.softcap > 0.0f) text += format(", softcap {}", p.softcap);
   if (p.max_score_bytes) text += format(", max_score_bytes {}", *p.max_score_bytes);
+  if (p.max_scratch_bytes) text += format(", max_scratch_bytes {}", *p.max_scratch_bytes);
   return text;
 }
 

@@ -294,13 +294,13 @@ void product(bool tiles, const amx::Product* products, int count, std::int64_t l
 
 struct Packed {
   const plan::CpuRoute::Amx& amx;
-  std::byte* base;
+  std::byte* base;  // all tiles, or with amx.per_task one worker's single slot
 
   // Kᵀ of tile `tile` of (b, kv_head), part by part: depth/2 rows of `keys` pairs (d, d+1);
   // then V, part by part: keys/2 rows of `columns` pairs (key, key+1).
   std::uint32_t* k(const Call& p, std::int64_t b, std::int64_t kv_head, std::int64_t tile,
                    std::int64_t part = 0) const {
-    const std::int64_t index = (b * p.kv_heads + kv_head) * amx.key_tiles + tile;
+    const std::int64_t index = amx.per_task ? 0 : (b * p.kv_heads + kv_head) * amx.key_tiles + tile;
     return reinterpret_cast<std::uint32_t*>(base + static_cast<std::size_t>(index) * amx.tile_bytes) +
            part * k_words();
   }
@@ -439,6 +439,7 @@ void tiled_task(const Call& p, const plan::CpuRoute& r, const Packed& packed, co
   for (std::int64_t tile = key_begin / amx.keys; key_begin < key_end && tile * amx.keys < key_end; ++tile) {
     const std::int64_t key = tile * amx.keys;
     const std::int64_t count = std::min(amx.keys, p.kv_len - key);
+    if (amx.per_task) pack_tile(p, packed, b, rows.kv_head, tile);  // into this worker's slot
     const std::int64_t k_steps = amx.depth / amx::kTileDepth;
     amx::Product products[kMaxProducts];
     int product_count = split_products(amx.parts, bytes(task.q), q_part * 2, bytes(packed.k(p, b, rows.kv_head, tile)),
@@ -473,7 +474,7 @@ void tiled_task(const Call& p, const plan::CpuRoute& r, const Packed& packed, co
 void run_tiled_kernel(const Call& p, const plan::CpuRoute& r, std::byte* scratch) {
   const auto& amx = r.amx;
   const Packed packed{amx, amx.packed.at<std::byte>(scratch)};
-  {
+  if (!amx.per_task) {
     const profile::Dispatch dispatch(amx.pack_kernel_name.c_str(), amx.key_tiles, p.kv_heads, p.batch);
     parallel_for(r.plan.workers, p.batch * p.kv_heads * amx.key_tiles, [&](std::int64_t work, int) {
       const std::int64_t tile = work % amx.key_tiles, pair_index = work / amx.key_tiles;
@@ -494,7 +495,11 @@ void run_tiled_kernel(const Call& p, const plan::CpuRoute& r, std::byte* scratch
     t.row_sum = stats + stat_rows;
     t.accum_stride = amx.columns;
     const Task task{amx.q.at<Bits>(scratch, w), t.scores, amx.p.at<Bits>(scratch, w), t};
-    tiled_task(p, r, packed, task, at.batch, at.rows);
+    if (amx.per_task) {
+      tiled_task(p, r, Packed{amx, amx.packed.at<std::byte>(scratch, w)}, task, at.batch, at.rows);
+    } else {
+      tiled_task(p, r, packed, task, at.batch, at.rows);
+    }
   });
 }
 

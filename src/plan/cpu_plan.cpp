@@ -202,7 +202,7 @@ std::int64_t round_up(std::int64_t value, std::int64_t multiple) { return ceil_d
 
 // The AMX layout of a tiled plan, when the tiles serve it (on_bf16_units) and the padded score
 // tile is within the cap.
-void plan_amx(CpuRoute& r, const Problem& p, const CpuInfo& cpu) {
+void plan_amx(CpuRoute& r, const Problem& p, const CpuInfo& cpu, bool per_task) {
   if (!on_bf16_units(p, cpu)) return;
   auto& amx = r.amx;
   amx.tiles = cpu.isa == CpuIsa::Amx;
@@ -222,7 +222,15 @@ void plan_amx(CpuRoute& r, const Problem& p, const CpuInfo& cpu) {
                                                         checked_mul(amx.keys / 2, amx.columns, kOp, "a packed value tile"),
                                                         kOp, "a packed tile")) * 4 * static_cast<std::size_t>(amx.parts);
   amx.pack_kernel_name = std::string("heed_cpu_tiled_pack_") + short_name(p.dtype);
+  amx.per_task = per_task;
   r.plan.max_intermediate_bytes = tile;
+  if (per_task) {
+    r.plan.reasons.push_back(format("{}: K and V packed per task, each task packing the tiles of {} keys it reads "
+                                    "into its worker's slot; scores {} x {}, values {} x {} in bfloat16 products",
+                                    amx.tiles ? "AMX tiles" : "AVX512-BF16 dot products", amx.keys, amx.rows,
+                                    amx.keys, amx.rows, amx.columns));
+    return;
+  }
   r.plan.reasons.push_back(format("{}: K and V packed once into {} tiles of {} keys per (batch, key head) "
                                   "by {} [{}, {}, {}]; scores {} x {}, values {} x {} in bfloat16 products",
                                   amx.tiles ? "AMX tiles" : "AVX512-BF16 dot products", amx.key_tiles, amx.keys,
@@ -239,12 +247,12 @@ void plan_amx(CpuRoute& r, const Problem& p, const CpuInfo& cpu) {
   }
 }
 
-void build_tiled(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& fit) {
+void build_tiled(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& fit, bool per_task) {
   r.block_q = fit.a;
   r.block_k = fit.b;
   const std::int64_t rows = p.group * r.block_q;
   r.plan.kernel = route::Tiled{r.block_q, r.block_k};
-  plan_amx(r, p, cpu);
+  plan_amx(r, p, cpu, per_task);
   r.plan.reasons.push_back(format("tiles: {} query positions x {} heads of a key head = {} rows, x {} keys; "
                                   "{} floats of tiles per worker within 1/{} of the {} KiB L2",
                                   r.block_q, p.group, rows, r.block_k,
@@ -258,10 +266,14 @@ void build_tiled(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& f
   ScratchLayout layout;
   if (r.amx.on) {
     const auto& amx = r.amx;
-    const std::int64_t tiles = checked_mul(checked_mul(p.batch, p.kv_heads, kOp, "packed tiles"), amx.key_tiles, kOp,
-                                           "packed tiles");
-    r.amx.packed = layout.add("kv_packed", static_cast<std::size_t>(checked_mul(
-                                               tiles, static_cast<std::int64_t>(amx.tile_bytes), kOp, "packed K and V")));
+    if (amx.per_task) {
+      r.amx.packed = layout.add("kv_tile", amx.tile_bytes, workers);
+    } else {
+      const std::int64_t tiles = checked_mul(checked_mul(p.batch, p.kv_heads, kOp, "packed tiles"), amx.key_tiles, kOp,
+                                             "packed tiles");
+      r.amx.packed = layout.add("kv_packed", static_cast<std::size_t>(checked_mul(
+                                                 tiles, static_cast<std::int64_t>(amx.tile_bytes), kOp, "packed K and V")));
+    }
     r.amx.q = layout.add("q_bf16", float_bytes(amx.rows * amx.parts, amx.depth / 2, "q tile"), workers);
     r.scores = layout.add("scores", float_bytes(amx.rows, amx.keys, "score tile"), workers);
     r.amx.p = layout.add("p_bf16", float_bytes(amx.rows * amx.parts, amx.keys / 2, "weight tile"), workers);
@@ -382,6 +394,32 @@ void plan_empty(CpuRoute& r, const Problem& p, const CpuInfo& cpu) {
   r.plan.kernel_name = kernel_name(route_name(r.plan.kernel), p.dtype);
 }
 
+// Under max_scratch_bytes: K and V packed per task where the tiled route would pack them whole,
+// then fewer workers, until the layout fits; else the smallest budget the route fits, named.
+template <typename Build>
+void fit_scratch_budget(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Build& build) {
+  const auto budget = static_cast<std::size_t>(*p.max_scratch_bytes);
+  const std::size_t unbounded = r.plan.scratch_bytes;
+  if (unbounded <= budget) return;
+  const bool per_task = r.amx.on;
+  if (per_task) build(cpu, true);
+  CpuInfo fewer = cpu;
+  while (r.plan.scratch_bytes > budget && r.plan.workers > 1) {
+    fewer.threads = r.plan.workers - 1;
+    build(fewer, per_task);
+  }
+  if (r.plan.scratch_bytes > budget) {
+    throw Error(ErrorKind::InvalidArgument,
+                format("[{}] max_scratch_bytes ({}) is below what the {} route needs; the smallest budget that fits "
+                       "is {} bytes",
+                       kOp, budget, route_name(r.plan.kernel), r.plan.scratch_bytes));
+  }
+  r.plan.reasons.push_back(format("scratch bound by max_scratch_bytes {}: {} bytes against {} without it{}, {} of {} "
+                                  "workers",
+                                  budget, r.plan.scratch_bytes, unbounded, per_task ? ", K and V packed per task" : "",
+                                  r.plan.workers, cpu.threads));
+}
+
 }  // namespace
 
 CpuRoute plan_cpu(const Problem& p, const CpuInfo& cpu, const PlanOverrides& overrides) {
@@ -403,42 +441,50 @@ CpuRoute plan_cpu(const Problem& p, const CpuInfo& cpu, const PlanOverrides& ove
   const Pick pick = choose_route(p, {vector.has_value(), composed.has_value(), tiled.has_value()},
                                  {vector_min, composed_min, tiled_min}, r.plan);
 
-  switch (pick) {
-    case Pick::Vector:
-      r.plan.max_intermediate_bytes = vector->intermediate;
-      build_vector(r, p, cpu, *vector);
-      r.plan.kernel_name = kernel_name("vector", p.dtype);
-      if (vector->capped) {
-        r.plan.capped = true;
-        reasons.push_back(format("capped: {} keys per score chunk so {} rows x chunk x 4 <= {}", vector->a,
-                                 rows, *p.max_score_bytes));
-      }
-      break;
-    case Pick::Composed:
-      r.plan.max_intermediate_bytes = composed->intermediate;
-      build_composed(r, p, cpu, *composed);
-      if (composed->capped) {
-        r.plan.capped = true;
-        r.plan.kernel_name = kernel_name("composed_blocks", p.dtype);
-        reasons.push_back(format("capped: scores of {} rows x {} keys = {} bytes > max_score_bytes {}; "
-                                 "composed in blocks of {} rows ({} bytes)",
-                                 p.q_len, p.kv_len, float_bytes(p.q_len, p.kv_len, "scores"),
-                                 *p.max_score_bytes, composed->a, composed->intermediate));
-      } else {
-        r.plan.kernel_name = kernel_name("composed", p.dtype);
-      }
-      break;
-    case Pick::Tiled:
-      r.plan.max_intermediate_bytes = tiled->intermediate;
-      build_tiled(r, p, cpu, *tiled);  // the AMX layout may raise the intermediate, within the cap
-      r.plan.kernel_name = kernel_name("tiled", p.dtype);
-      if (tiled->capped) {
-        r.plan.capped = true;
-        reasons.push_back(format("capped: tiles of {} positions x {} keys so scores stay within max_score_bytes {}",
-                                 tiled->a, tiled->b, *p.max_score_bytes));
-      }
-      break;
-  }
+  // The route's layout for `c`'s threads; retried with fewer or with K and V packed per task
+  // where the scratch budget asks for it.
+  const CpuRoute chosen = r;
+  const auto build = [&](const CpuInfo& c, bool per_task) {
+    r = chosen;
+    switch (pick) {
+      case Pick::Vector:
+        r.plan.max_intermediate_bytes = vector->intermediate;
+        build_vector(r, p, c, *vector);
+        r.plan.kernel_name = kernel_name("vector", p.dtype);
+        if (vector->capped) {
+          r.plan.capped = true;
+          reasons.push_back(format("capped: {} keys per score chunk so {} rows x chunk x 4 <= {}", vector->a,
+                                   rows, *p.max_score_bytes));
+        }
+        break;
+      case Pick::Composed:
+        r.plan.max_intermediate_bytes = composed->intermediate;
+        build_composed(r, p, c, *composed);
+        if (composed->capped) {
+          r.plan.capped = true;
+          r.plan.kernel_name = kernel_name("composed_blocks", p.dtype);
+          reasons.push_back(format("capped: scores of {} rows x {} keys = {} bytes > max_score_bytes {}; "
+                                   "composed in blocks of {} rows ({} bytes)",
+                                   p.q_len, p.kv_len, float_bytes(p.q_len, p.kv_len, "scores"),
+                                   *p.max_score_bytes, composed->a, composed->intermediate));
+        } else {
+          r.plan.kernel_name = kernel_name("composed", p.dtype);
+        }
+        break;
+      case Pick::Tiled:
+        r.plan.max_intermediate_bytes = tiled->intermediate;
+        build_tiled(r, p, c, *tiled, per_task);  // the AMX layout may raise the intermediate, within the cap
+        r.plan.kernel_name = kernel_name("tiled", p.dtype);
+        if (tiled->capped) {
+          r.plan.capped = true;
+          reasons.push_back(format("capped: tiles of {} positions x {} keys so scores stay within max_score_bytes {}",
+                                   tiled->a, tiled->b, *p.max_score_bytes));
+        }
+        break;
+    }
+  };
+  build(cpu, false);
+  if (p.max_scratch_bytes) fit_scratch_budget(r, p, cpu, build);
   reasons.push_back(format("workers: {} of {} threads; {} kernels", r.plan.workers, cpu.threads,
                            pick == Pick::Composed ? "BLAS"
                            : r.amx.on             ? to_string(cpu.isa)

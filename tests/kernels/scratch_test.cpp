@@ -250,6 +250,72 @@ TEST(ScratchLimits, ThreadsTogetherCacheAtMostTheTotal) {
   EXPECT_LT(memory::cached_scratch_bytes(), block) << "ended threads hold nothing";
 }
 
+// A scratch budget: the tiled route's K and V packed per task where it would pack them whole,
+// correct against the oracle, the measured scratch within the plan's and the plan's within the
+// budget.
+void expect_within_budget(const CaseSpec& spec, const char* form) {
+  const auto problem = make_problem(spec);
+  const AttentionPlan plan = problem->plan();
+  EXPECT_LE(plan.scratch_bytes, static_cast<std::size_t>(*spec.max_scratch_bytes)) << plan.explain();
+  if (form != nullptr) {
+    EXPECT_NE(plan.explain().find("scratch bound by max_scratch_bytes"), std::string::npos) << plan.explain();
+    EXPECT_NE(plan.explain().find(form), std::string::npos) << plan.explain();
+  }
+  (void)release_cached();
+  reset_peak();
+  const std::size_t active = memory_stats().active;
+  problem->run();
+  EXPECT_LE(memory_stats().peak - active, plan.scratch_bytes);
+  EXPECT_TRUE(matches_reference(problem->out().view(), problem->reference()));
+}
+
+TEST(ScratchBudget, KAndVArePackedPerTaskUnderABudget) {
+  CaseSpec spec = Make("budget_bf16", 1, 8, 2, 96, 3000, 64, 64, DType::BFloat16).budget(std::int64_t{1} << 20);
+  spec.causal = true;
+  CaseSpec unbounded = spec;
+  unbounded.max_scratch_bytes.reset();
+  const AttentionPlan whole = make_problem(unbounded)->plan();
+  if (whole.explain().find("K and V packed once") == std::string::npos) {
+    GTEST_SKIP() << "no bfloat16 matrix units here: the tiled route packs no K and V";
+  }
+  EXPECT_GT(whole.scratch_bytes, std::size_t{1} << 20) << whole.explain();
+  expect_within_budget(spec, "K and V packed per task");
+}
+
+// 128k keys of bfloat16 prefill within 64 MiB, where packing K and V whole takes 64 MiB plus
+// the tiles (on bfloat16 matrix units; elsewhere the plan fits as it is).
+TEST(ScratchBudget, A128kKeyPrefillRunsWithin64MiB) {
+  const CaseSpec spec = Make("budget_128k", 1, 4, 1, 32, 131072, 128, 128, DType::BFloat16).budget(64 * kMiB);
+  CaseSpec unbounded = spec;
+  unbounded.max_scratch_bytes.reset();
+  const bool over = make_problem(unbounded)->plan().scratch_bytes > 64 * kMiB;
+  expect_within_budget(spec, over ? "K and V packed per task" : nullptr);
+}
+
+// Fewer workers where a smaller form is not enough; below what one worker needs, the error names
+// the smallest budget that fits, before any work.
+TEST(ScratchBudget, FewerWorkersThenTheSmallestBudgetNamed) {
+  const CaseSpec spec = Make("budget_f32", 1, 8, 2, 256, 2048, 64, 64, DType::Float32).route(RouteChoice::Tiled);
+  const AttentionPlan unbounded = make_problem(spec)->plan();
+  if (unbounded.workers < 2) GTEST_SKIP() << "one worker: no fewer to take";
+  CaseSpec fewer = spec;
+  fewer.max_scratch_bytes = static_cast<std::int64_t>(unbounded.scratch_bytes) - 1;
+  const AttentionPlan narrowed = make_problem(fewer)->plan();
+  EXPECT_LT(narrowed.workers, unbounded.workers) << narrowed.explain();
+  expect_within_budget(fewer, "workers");
+  CaseSpec tight = spec;
+  tight.max_scratch_bytes = 1024;
+  const auto problem = make_problem(tight);
+  try {
+    problem->run();
+    ADD_FAILURE() << "a budget below one worker's scratch was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::InvalidArgument) << error.what();
+    EXPECT_NE(std::string(error.what()).find("the smallest budget that fits is"), std::string::npos) << error.what();
+  }
+  EXPECT_EQ(problem->out().storage(), problem->out_before()) << "out written on error";
+}
+
 // memory_stats' cached counts the blocks threads keep between calls (a block in use is active,
 // not cached); release_cached returns them from any thread, and the next call allocates afresh.
 TEST(ScratchCache, CachedIsReportedAndReleasedFromAnyThread) {

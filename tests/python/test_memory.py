@@ -128,3 +128,23 @@ def test_an_unknown_route_is_rejected():
         heed.plan(q, k, k, route="fast")
     with pytest.raises(TypeError, match="route must be a str"):
         heed.plan(q, k, k, route=None)
+
+
+def test_max_scratch_bytes_bounds_the_plan_or_names_the_smallest_budget():
+    q, k = _inputs()
+    plan = heed.plan(q, k, k, route="tiled")
+    assert plan.scratch_bytes > 0
+    if plan.workers < 2:
+        pytest.skip("one worker: the float32 tiled route has no smaller form here")
+    budget = plan.scratch_bytes - 1
+    bounded = heed.plan(q, k, k, route="tiled", max_scratch_bytes=budget)
+    assert bounded.scratch_bytes <= budget
+    assert "max_scratch_bytes" in bounded.explain()
+    shapes = heed.plan(q.shape, k.shape, k.shape, route="tiled", max_scratch_bytes=budget)
+    assert shapes.scratch_bytes == bounded.scratch_bytes
+    np.testing.assert_allclose(heed.attention(q, k, k, route="tiled", max_scratch_bytes=budget),
+                               heed.attention(q, k, k), rtol=2e-5, atol=2e-6)
+    with pytest.raises(ValueError, match="the smallest budget that fits is"):
+        heed.attention(q, k, k, route="tiled", max_scratch_bytes=64)
+    with pytest.raises(ValueError, match="max_scratch_bytes must be > 0"):
+        heed.plan(q, k, k, max_scratch_bytes=0)

@@ -32,6 +32,7 @@ class Make {
   Make& mask_layout(Layout l) { return c_.mask_layout = l, *this; }
   Make& sinks_layout(Layout l) { return c_.sinks_layout = l, *this; }
   Make& cap(std::int64_t bytes) { return c_.max_score_bytes = bytes, *this; }
+  Make& budget(std::int64_t bytes) { return c_.max_scratch_bytes = bytes, *this; }
   Make& route(RouteChoice r) { return c_.route = r, *this; }
   Make& layout(Layout l) { return c_.layout = l, *this; }
   Make& q_layout(Layout l) { return c_.q_layout = l, *this; }

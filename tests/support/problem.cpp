@@ -113,6 +113,7 @@ Problem::Problem(const CaseSpec& spec)
   options_.window = spec.window;
   options_.softcap = spec.softcap;
   options_.max_score_bytes = spec.max_score_bytes;
+  options_.max_scratch_bytes = spec.max_scratch_bytes;
   options_.route = spec.route;
   if (spec.mask != MaskKind::None) {
     mask_.emplace(make_mask(spec, rng));

@@ -37,6 +37,7 @@ struct CaseSpec {
   Layout mask_layout = Layout::Contiguous;   // of Bool2D, Bool4D and Additive masks
   Layout sinks_layout = Layout::Contiguous;  // StridedLast: sinks with stride 2
   std::optional<std::int64_t> max_score_bytes;
+  std::optional<std::int64_t> max_scratch_bytes;
   RouteChoice route = RouteChoice::Auto;
   Layout layout = Layout::Contiguous;      // of q, k and v
   std::optional<Layout> q_layout;          // of q where it differs from k and v

@@ -227,6 +227,11 @@ void add_option_cases(std::vector<InvalidCase>& cases) {
   c.configure = [](AttentionOptions& o) { o.max_score_bytes = -100; };
   c.expected = {"max_score_bytes", "-100"};
   add(c);
+  c = {};
+  c.name = "max_scratch_bytes_zero";
+  c.configure = [](AttentionOptions& o) { o.max_scratch_bytes = 0; };
+  c.expected = {"max_scratch_bytes", "0"};
+  add(c);
 }
 
 // Wrong dtypes, and shape products that overflow.

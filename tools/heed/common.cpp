@@ -29,7 +29,7 @@ RouteChoice parse_route(const std::string& command, const std::string& text) {
 
 const std::vector<FlagSpec>& common_option_flags() {
   static const std::vector<FlagSpec> flags = {{"causal", false}, {"window"}, {"softcap"}, {"max-score-bytes"},
-                                              {"route"}};
+                                              {"max-scratch-bytes"}, {"route"}};
   return flags;
 }
 
@@ -38,6 +38,7 @@ const char* common_option_help() {
          "  --window W                   sliding window of W keys (with --causal)\n"
          "  --softcap C                  logit softcap: scores become C·tanh(s / C)\n"
          "  --max-score-bytes N          cap on any score-sized intermediate\n"
+         "  --max-scratch-bytes N        budget on all of a call's scratch\n"
          "  --route auto|vector|tiled|composed   force a route (default auto)\n";
 }
 
@@ -59,6 +60,9 @@ void apply_common_options(const Args& args, AttentionOptions& options) {
   }
   if (const auto cap = args.value("max-score-bytes")) {
     options.max_score_bytes = parse_int(command, "max-score-bytes", *cap, 1);
+  }
+  if (const auto budget = args.value("max-scratch-bytes")) {
+    options.max_scratch_bytes = parse_int(command, "max-scratch-bytes", *budget, 1);
   }
   if (const auto route = args.value("route")) options.route = parse_route(command, *route);
 }

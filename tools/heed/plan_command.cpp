@@ -88,6 +88,7 @@ std::string describe_request(const PlanRequest& request) {
     text << ", " << to_string(options.mask->dtype) << " mask " << options.mask->shape.to_string();
   if (options.sinks) text << ", sinks";
   if (options.max_score_bytes) text << ", max_score_bytes " << *options.max_score_bytes;
+  if (options.max_scratch_bytes) text << ", max_scratch_bytes " << *options.max_scratch_bytes;
   return text.str();
 }
 
