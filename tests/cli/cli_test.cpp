@@ -337,6 +337,29 @@ TEST_F(HeedTool, RunWithSoftcapMatchesOracle) {
   EXPECT_NE(bad.err.find("softcap"), std::string::npos) << bad.err;
 }
 
+// heed explain shows a long-key plan's scratch with and without a budget; a budget nothing
+// meets names the smallest that fits.
+TEST_F(HeedTool, ExplainShowsTheScratchWithAndWithoutABudget) {
+  const std::vector<std::string> shape = {"--q", "1,8,256,64", "--k", "1,2,65536,64", "--v", "1,2,65536,64",
+                                          "--dtype", "f32", "--route", "tiled"};
+  std::vector<std::string> args = {"explain"};
+  args.insert(args.end(), shape.begin(), shape.end());
+  const CommandResult unbounded = heed(args);
+  ASSERT_EQ(unbounded.exit_code, 0) << unbounded.err;
+  args.insert(args.end(), {"--max-scratch-bytes", "600000"});
+  const CommandResult bounded = heed(args);
+  ASSERT_EQ(bounded.exit_code, 0) << bounded.err;
+  EXPECT_NE(bounded.out.find("max_scratch_bytes 600000"), std::string::npos) << bounded.out;
+  if (unbounded.out.find("1 of") == std::string::npos) {  // more than one worker: fewer fit the budget
+    EXPECT_NE(bounded.out.find("scratch bound by max_scratch_bytes 600000"), std::string::npos) << bounded.out;
+    EXPECT_NE(bounded.out.find("without it"), std::string::npos) << bounded.out;
+  }
+  args.back() = "1000";
+  const CommandResult refused = heed(args);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("the smallest budget that fits is"), std::string::npos) << refused.err;
+}
+
 TEST_F(HeedTool, RunDecodeUnderAScoreCap) {
   const Problem problem = make_problem(1, 8, 2, 1, 300, 32, 32, 8);
   write_problem(*this, problem, npy::ElementType::Float16);
