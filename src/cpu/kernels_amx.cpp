@@ -294,13 +294,16 @@ void product(bool tiles, const amx::Product* products, int count, std::int64_t l
 
 struct Packed {
   const plan::CpuRoute::Amx& amx;
-  std::byte* base;  // all tiles, or with amx.per_task one worker's single slot
+  std::byte* base;  // all tiles; under PerHead one (batch, key head)'s; under PerTask one worker's slot
 
   // Kᵀ of tile `tile` of (b, kv_head), part by part: depth/2 rows of `keys` pairs (d, d+1);
   // then V, part by part: keys/2 rows of `columns` pairs (key, key+1).
   std::uint32_t* k(const Call& p, std::int64_t b, std::int64_t kv_head, std::int64_t tile,
                    std::int64_t part = 0) const {
-    const std::int64_t index = amx.per_task ? 0 : (b * p.kv_heads + kv_head) * amx.key_tiles + tile;
+    using Packing = plan::CpuRoute::Amx::Packing;
+    const std::int64_t index = amx.packing == Packing::PerTask   ? 0
+                               : amx.packing == Packing::PerHead ? tile
+                                                                 : (b * p.kv_heads + kv_head) * amx.key_tiles + tile;
     return reinterpret_cast<std::uint32_t*>(base + static_cast<std::size_t>(index) * amx.tile_bytes) +
            part * k_words();
   }
@@ -439,7 +442,7 @@ void tiled_task(const Call& p, const plan::CpuRoute& r, const Packed& packed, co
   for (std::int64_t tile = key_begin / amx.keys; key_begin < key_end && tile * amx.keys < key_end; ++tile) {
     const std::int64_t key = tile * amx.keys;
     const std::int64_t count = std::min(amx.keys, p.kv_len - key);
-    if (amx.per_task) pack_tile(p, packed, b, rows.kv_head, tile);  // into this worker's slot
+    if (amx.packing == plan::CpuRoute::Amx::Packing::PerTask) pack_tile(p, packed, b, rows.kv_head, tile);
     const std::int64_t k_steps = amx.depth / amx::kTileDepth;
     amx::Product products[kMaxProducts];
     int product_count = split_products(amx.parts, bytes(task.q), q_part * 2, bytes(packed.k(p, b, rows.kv_head, tile)),
@@ -472,18 +475,13 @@ void tiled_task(const Call& p, const plan::CpuRoute& r, const Packed& packed, co
 }  // namespace
 
 void run_tiled_kernel(const Call& p, const plan::CpuRoute& r, std::byte* scratch) {
+  using Packing = plan::CpuRoute::Amx::Packing;
   const auto& amx = r.amx;
   const Packed packed{amx, amx.packed.at<std::byte>(scratch)};
-  if (!amx.per_task) {
-    const profile::Dispatch dispatch(amx.pack_kernel_name.c_str(), amx.key_tiles, p.kv_heads, p.batch);
-    parallel_for(r.plan.workers, p.batch * p.kv_heads * amx.key_tiles, [&](std::int64_t work, int) {
-      const std::int64_t tile = work % amx.key_tiles, pair_index = work / amx.key_tiles;
-      pack_tile(p, packed, pair_index / p.kv_heads, pair_index % p.kv_heads, tile);
-    });
-  }
   const std::int64_t blocks = (p.q_len + r.block_q - 1) / r.block_q;
-  const profile::Dispatch dispatch(r.plan.kernel_name.c_str(), blocks, p.kv_heads, p.batch);
-  parallel_for(r.plan.workers, p.batch * p.kv_heads * blocks, [&](std::int64_t work, int worker) {
+  const std::int64_t pairs = p.batch * p.kv_heads;
+  // Task `work` (of tiled_task_at's order) on `worker`'s buffers.
+  const auto run_task = [&](std::int64_t work, int worker) {
     const TiledTask at = tiled_task_at(p, r, work, blocks);
     const auto w = static_cast<std::size_t>(worker);
     float* stats = r.stats.at<float>(scratch, w);
@@ -495,12 +493,29 @@ void run_tiled_kernel(const Call& p, const plan::CpuRoute& r, std::byte* scratch
     t.row_sum = stats + stat_rows;
     t.accum_stride = amx.columns;
     const Task task{amx.q.at<Bits>(scratch, w), t.scores, amx.p.at<Bits>(scratch, w), t};
-    if (amx.per_task) {
-      tiled_task(p, r, Packed{amx, amx.packed.at<std::byte>(scratch, w)}, task, at.batch, at.rows);
-    } else {
-      tiled_task(p, r, packed, task, at.batch, at.rows);
+    const Packed slot{amx, amx.packed.at<std::byte>(scratch, amx.packing == Packing::PerTask ? w : 0)};
+    tiled_task(p, r, slot, task, at.batch, at.rows);
+  };
+  // Packs pairs [first, first + count) (grid [key tiles, Hkv, B], or [key tiles, 1, 1] for one).
+  const auto pack_pairs = [&](std::int64_t first, std::int64_t count) {
+    const profile::Dispatch dispatch(amx.pack_kernel_name.c_str(), amx.key_tiles, count == 1 ? 1 : p.kv_heads,
+                                     count == 1 ? 1 : p.batch);
+    parallel_for(r.plan.workers, count * amx.key_tiles, [&](std::int64_t work, int) {
+      const std::int64_t tile = work % amx.key_tiles, pair = first + work / amx.key_tiles;
+      pack_tile(p, packed, pair / p.kv_heads, pair % p.kv_heads, tile);
+    });
+  };
+  if (amx.packing == Packing::PerHead) {
+    for (std::int64_t pair = 0; pair < pairs; ++pair) {
+      pack_pairs(pair, 1);
+      const profile::Dispatch dispatch(r.plan.kernel_name.c_str(), blocks, 1, 1);
+      parallel_for(r.plan.workers, blocks, [&](std::int64_t block, int worker) { run_task(pair * blocks + block, worker); });
     }
-  });
+    return;
+  }
+  if (amx.packing == Packing::Once) pack_pairs(0, pairs);
+  const profile::Dispatch dispatch(r.plan.kernel_name.c_str(), blocks, p.kv_heads, p.batch);
+  parallel_for(r.plan.workers, pairs * blocks, run_task);
 }
 
 // out[i] = 2^x[i] by the weights' exp for `parts` bfloat16 parts (tests check its accuracy).

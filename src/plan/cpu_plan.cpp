@@ -202,7 +202,7 @@ std::int64_t round_up(std::int64_t value, std::int64_t multiple) { return ceil_d
 
 // The AMX layout of a tiled plan, when the tiles serve it (on_bf16_units) and the padded score
 // tile is within the cap.
-void plan_amx(CpuRoute& r, const Problem& p, const CpuInfo& cpu, bool per_task) {
+void plan_amx(CpuRoute& r, const Problem& p, const CpuInfo& cpu, CpuRoute::Amx::Packing packing) {
   if (!on_bf16_units(p, cpu)) return;
   auto& amx = r.amx;
   amx.tiles = cpu.isa == CpuIsa::Amx;
@@ -222,9 +222,17 @@ void plan_amx(CpuRoute& r, const Problem& p, const CpuInfo& cpu, bool per_task) 
                                                         checked_mul(amx.keys / 2, amx.columns, kOp, "a packed value tile"),
                                                         kOp, "a packed tile")) * 4 * static_cast<std::size_t>(amx.parts);
   amx.pack_kernel_name = std::string("heed_cpu_tiled_pack_") + short_name(p.dtype);
-  amx.per_task = per_task;
+  amx.packing = packing;
   r.plan.max_intermediate_bytes = tile;
-  if (per_task) {
+  if (packing == CpuRoute::Amx::Packing::PerHead) {
+    r.plan.reasons.push_back(format("{}: K and V packed one (batch, key head) at a time into {} tiles of {} keys, "
+                                    "its query blocks run after it; scores {} x {}, values {} x {} in bfloat16 "
+                                    "products",
+                                    amx.tiles ? "AMX tiles" : "AVX512-BF16 dot products", amx.key_tiles, amx.keys,
+                                    amx.rows, amx.keys, amx.rows, amx.columns));
+    return;
+  }
+  if (packing == CpuRoute::Amx::Packing::PerTask) {
     r.plan.reasons.push_back(format("{}: K and V packed per task, each task packing the tiles of {} keys it reads "
                                     "into its worker's slot; scores {} x {}, values {} x {} in bfloat16 products",
                                     amx.tiles ? "AMX tiles" : "AVX512-BF16 dot products", amx.keys, amx.rows,
@@ -247,12 +255,12 @@ void plan_amx(CpuRoute& r, const Problem& p, const CpuInfo& cpu, bool per_task) 
   }
 }
 
-void build_tiled(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& fit, bool per_task) {
+void build_tiled(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& fit, CpuRoute::Amx::Packing packing) {
   r.block_q = fit.a;
   r.block_k = fit.b;
   const std::int64_t rows = p.group * r.block_q;
   r.plan.kernel = route::Tiled{r.block_q, r.block_k};
-  plan_amx(r, p, cpu, per_task);
+  plan_amx(r, p, cpu, packing);
   r.plan.reasons.push_back(format("tiles: {} query positions x {} heads of a key head = {} rows, x {} keys; "
                                   "{} floats of tiles per worker within 1/{} of the {} KiB L2",
                                   r.block_q, p.group, rows, r.block_k,
@@ -266,8 +274,12 @@ void build_tiled(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& f
   ScratchLayout layout;
   if (r.amx.on) {
     const auto& amx = r.amx;
-    if (amx.per_task) {
+    if (amx.packing == CpuRoute::Amx::Packing::PerTask) {
       r.amx.packed = layout.add("kv_tile", amx.tile_bytes, workers);
+    } else if (amx.packing == CpuRoute::Amx::Packing::PerHead) {
+      r.amx.packed = layout.add("kv_head_packed", static_cast<std::size_t>(checked_mul(
+                                                      amx.key_tiles, static_cast<std::int64_t>(amx.tile_bytes), kOp,
+                                                      "one key head's packed K and V")));
     } else {
       const std::int64_t tiles = checked_mul(checked_mul(p.batch, p.kv_heads, kOp, "packed tiles"), amx.key_tiles, kOp,
                                              "packed tiles");
@@ -401,12 +413,22 @@ void fit_scratch_budget(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const
   const auto budget = static_cast<std::size_t>(*p.max_scratch_bytes);
   const std::size_t unbounded = r.plan.scratch_bytes;
   if (unbounded <= budget) return;
-  const bool per_task = r.amx.on;
-  if (per_task) build(cpu, true);
+  using Packing = CpuRoute::Amx::Packing;
+  Packing packing = Packing::Once;
+  if (r.amx.on) {
+    // One (batch, key head) at a time where its query blocks keep every worker busy; else per task.
+    const std::int64_t blocks = ceil_div(p.q_len, r.block_q);
+    packing = blocks >= r.plan.workers ? Packing::PerHead : Packing::PerTask;
+    build(cpu, packing);
+    if (packing == Packing::PerHead && r.plan.scratch_bytes > budget) {
+      packing = Packing::PerTask;
+      build(cpu, packing);
+    }
+  }
   CpuInfo fewer = cpu;
   while (r.plan.scratch_bytes > budget && r.plan.workers > 1) {
     fewer.threads = r.plan.workers - 1;
-    build(fewer, per_task);
+    build(fewer, packing);
   }
   if (r.plan.scratch_bytes > budget) {
     throw Error(ErrorKind::InvalidArgument,
@@ -416,7 +438,10 @@ void fit_scratch_budget(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const
   }
   r.plan.reasons.push_back(format("scratch bound by max_scratch_bytes {}: {} bytes against {} without it{}, {} of {} "
                                   "workers",
-                                  budget, r.plan.scratch_bytes, unbounded, per_task ? ", K and V packed per task" : "",
+                                  budget, r.plan.scratch_bytes, unbounded,
+                                  packing == Packing::PerHead   ? ", K and V packed per key head"
+                                  : packing == Packing::PerTask ? ", K and V packed per task"
+                                                                : "",
                                   r.plan.workers, cpu.threads));
 }
 
@@ -444,7 +469,7 @@ CpuRoute plan_cpu(const Problem& p, const CpuInfo& cpu, const PlanOverrides& ove
   // The route's layout for `c`'s threads; retried with fewer or with K and V packed per task
   // where the scratch budget asks for it.
   const CpuRoute chosen = r;
-  const auto build = [&](const CpuInfo& c, bool per_task) {
+  const auto build = [&](const CpuInfo& c, CpuRoute::Amx::Packing packing) {
     r = chosen;
     switch (pick) {
       case Pick::Vector:
@@ -473,7 +498,7 @@ CpuRoute plan_cpu(const Problem& p, const CpuInfo& cpu, const PlanOverrides& ove
         break;
       case Pick::Tiled:
         r.plan.max_intermediate_bytes = tiled->intermediate;
-        build_tiled(r, p, c, *tiled, per_task);  // the AMX layout may raise the intermediate, within the cap
+        build_tiled(r, p, c, *tiled, packing);  // the AMX layout may raise the intermediate, within the cap
         r.plan.kernel_name = kernel_name("tiled", p.dtype);
         if (tiled->capped) {
           r.plan.capped = true;
@@ -483,7 +508,7 @@ CpuRoute plan_cpu(const Problem& p, const CpuInfo& cpu, const PlanOverrides& ove
         break;
     }
   };
-  build(cpu, false);
+  build(cpu, CpuRoute::Amx::Packing::Once);
   if (p.max_scratch_bytes) fit_scratch_budget(r, p, cpu, build);
   reasons.push_back(format("workers: {} of {} threads; {} kernels", r.plan.workers, cpu.threads,
                            pick == Pick::Composed ? "BLAS"

@@ -49,9 +49,10 @@ struct CpuRoute {
     std::int64_t keys = 0;       // keys per packed tile: block_k rounded up to 32
     std::int64_t key_tiles = 0;  // packed tiles per (batch, key head): ceil(Lk / keys)
     std::size_t tile_bytes = 0;  // one packed tile: parts × Kᵀ [depth/2 × keys], then parts × V [keys/2 × columns] pairs
-    // Under max_scratch_bytes: each task packs the tiles it reads into its worker's own slot
-    // (one tile), instead of all of K and V once.
-    bool per_task = false;
+    // How K and V are packed: all once by a first pass; under max_scratch_bytes one (batch, key
+    // head) at a time, its query blocks run after it; or by each task into its worker's own slot
+    // (one tile) for each tile it reads.
+    enum class Packing { Once, PerHead, PerTask } packing = Packing::Once;
     std::string pack_kernel_name;
     Region packed, q, p;  // packed K/V (shared); per worker: q and P in bfloat16 parts
   } amx;

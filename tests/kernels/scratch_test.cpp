@@ -282,6 +282,18 @@ TEST(ScratchBudget, KAndVArePackedPerTaskUnderABudget) {
   expect_within_budget(spec, "K and V packed per task");
 }
 
+// Where one (batch, key head)'s packed K and V fit the budget and its query blocks keep the
+// workers busy, K and V are packed one key head at a time (no task repacks a tile).
+TEST(ScratchBudget, KAndVArePackedPerKeyHeadWhereOneFits) {
+  CaseSpec spec = Make("budget_per_head", 1, 8, 2, 512, 4000, 64, 64, DType::BFloat16);
+  const AttentionPlan whole = make_problem(spec)->plan();
+  if (whole.explain().find("K and V packed once") == std::string::npos) {
+    GTEST_SKIP() << "no bfloat16 matrix units here: the tiled route packs no K and V";
+  }
+  spec.max_scratch_bytes = static_cast<std::int64_t>(whole.scratch_bytes) - 1;
+  expect_within_budget(spec, "K and V packed per key head");
+}
+
 // 128k keys of bfloat16 prefill within 64 MiB, where packing K and V whole takes 64 MiB plus
 // the tiles (on bfloat16 matrix units; elsewhere the plan fits as it is).
 TEST(ScratchBudget, A128kKeyPrefillRunsWithin64MiB) {
