@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <thread>
@@ -326,6 +327,43 @@ TEST(ScratchBudget, FewerWorkersThenTheSmallestBudgetNamed) {
     EXPECT_NE(std::string(error.what()).find("the smallest budget that fits is"), std::string::npos) << error.what();
   }
   EXPECT_EQ(problem->out().storage(), problem->out_before()) << "out written on error";
+}
+
+// Resident bytes of this process (/proc/self/statm), or 0 where that cannot be read.
+std::size_t resident_bytes() {
+  std::FILE* file = std::fopen("/proc/self/statm", "r");
+  if (file == nullptr) return 0;
+  unsigned long long pages = 0, resident = 0;
+  const int read = std::fscanf(file, "%llu %llu", &pages, &resident);
+  std::fclose(file);
+  return read == 2 ? static_cast<std::size_t>(resident) * static_cast<std::size_t>(sysconf(_SC_PAGE_SIZE)) : 0;
+}
+
+// 1000 calls of mixed shapes, routes and dtypes: the resident memory grows by no more than what
+// heed's caches hold beyond the warm-up, plus 16 MiB (the C library's own arenas): no leak.
+TEST(ScratchCache, ResidentMemoryStaysWithinTheCachesOverAThousandCalls) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer's quarantine keeps freed blocks resident (the Release run measures this)";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  GTEST_SKIP() << "AddressSanitizer's quarantine keeps freed blocks resident (the Release run measures this)";
+#endif
+#endif
+  if (resident_bytes() == 0) GTEST_SKIP() << "/proc/self/statm cannot be read here";
+  std::vector<std::unique_ptr<Problem>> problems;
+  problems.push_back(make_problem(Make("rss_decode", 2, 8, 2, 1, 700, 64, 64, DType::Float32)));
+  problems.push_back(make_problem(Make("rss_tiled_bf16", 1, 4, 2, 96, 1500, 64, 64, DType::BFloat16)));
+  problems.push_back(make_problem(Make("rss_tiled_f16", 1, 4, 4, 64, 640, 32, 32, DType::Float16)));
+  problems.push_back(
+      make_problem(Make("rss_composed", 1, 4, 2, 40, 300, 64, 64, DType::Float32).route(RouteChoice::Composed)));
+  problems.push_back(make_problem(Make("rss_bf16_budget", 1, 4, 1, 64, 2048, 64, 64, DType::BFloat16).budget(kMiB)));
+  for (auto& problem : problems) problem->run();  // warm-up: pages, caches, BLAS and thread state
+  const std::size_t resident = resident_bytes(), cached = memory_stats().cached;
+  for (int call = 0; call < 1000; ++call) problems[static_cast<std::size_t>(call) % problems.size()]->run();
+  const std::size_t grown = resident_bytes() > resident ? resident_bytes() - resident : 0;
+  const std::size_t cached_more = memory_stats().cached > cached ? memory_stats().cached - cached : 0;
+  EXPECT_LE(grown, cached_more + 16 * kMiB) << "resident " << resident << " -> +" << grown;
+  EXPECT_EQ(memory_stats().active, 0u);
 }
 
 // memory_stats' cached counts the blocks threads keep between calls (a block in use is active,
