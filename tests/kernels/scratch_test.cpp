@@ -32,6 +32,11 @@ CaseSpec scratch_case(std::string name, std::int64_t batch, std::int64_t q_heads
   return spec;
 }
 
+CaseSpec budgeted(CaseSpec spec, std::int64_t bytes) {
+  spec.max_scratch_bytes = bytes;
+  return spec;
+}
+
 struct ScratchCase {
   CaseSpec spec;
   bool large = false;  // the plan's scratch must reach 8 MiB (so the 80% bound applies)
@@ -62,6 +67,10 @@ std::vector<ScratchCase> scratch_cases() {
       // Blocks of 786 rows x 3000 keys (9 MiB of scores) per worker.
       {scratch_case("composed_blocks_large", 1, 1, 1, 1500, 3000, 64, f32, Composed, 9 * 1024 * 1024), true},
       {scratch_case("composed_blocks_small", 1, 2, 2, 200, 100, 64, f32, Auto, 100 * 4 * 16)},
+      // Under a scratch budget (on bfloat16 matrix units: K and V packed per key head, per task).
+      {budgeted(scratch_case("tiled_bf16_budget_head", 1, 8, 2, 512, 4000, 64, bf16, Auto), 2 << 20)},
+      {budgeted(scratch_case("tiled_bf16_budget_task", 1, 4, 1, 32, 20000, 128, bf16, Auto), 2 << 20)},
+      {budgeted(scratch_case("tiled_f32_budget_workers", 1, 8, 2, 256, 2048, 64, f32, Tiled), 600000)},
   };
 }
 
