@@ -151,30 +151,30 @@ std::optional<std::size_t> environment_cache_bytes() {
 
 std::size_t cached_scratch_bytes() { return g_cached.load(); }
 
-std::size_t cpu_release_cached() {
+namespace {
+
+// Frees the threads' cached blocks until they hold at most `keep` bytes; returns the bytes freed.
+std::size_t free_cached_above(std::size_t keep) {
   Registry& r = registry();
   const std::lock_guard<std::mutex> lock(r.mutex);
   std::size_t freed = 0;
   for (Slot* slot : r.slots) {
+    if (g_cached.load() <= keep) break;
     const std::lock_guard<std::mutex> own(slot->mutex);
     freed += slot->free_locked();
   }
   return freed;
 }
 
+}  // namespace
+
+std::size_t cpu_release_cached() { return free_cached_above(0); }
+
 std::size_t cpu_cache_limit() { return limit_bytes().load(); }
 
 void cpu_set_cache_limit(std::size_t bytes) {
   limit_bytes().store(bytes);
-  if (g_cached.load() <= bytes) return;
-  // Above the new limit: free blocks until within it.
-  Registry& r = registry();
-  const std::lock_guard<std::mutex> lock(r.mutex);
-  for (Slot* slot : r.slots) {
-    if (g_cached.load() <= bytes) break;
-    const std::lock_guard<std::mutex> own(slot->mutex);
-    slot->free_locked();
-  }
+  (void)free_cached_above(bytes);
 }
 
 Scratch::Scratch(std::size_t bytes, void* workspace, const char* op) : bytes_(bytes) {

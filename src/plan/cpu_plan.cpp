@@ -224,25 +224,17 @@ void plan_amx(CpuRoute& r, const Problem& p, const CpuInfo& cpu, CpuRoute::Amx::
   amx.pack_kernel_name = std::string("heed_cpu_tiled_pack_") + short_name(p.dtype);
   amx.packing = packing;
   r.plan.max_intermediate_bytes = tile;
-  if (packing == CpuRoute::Amx::Packing::PerHead) {
-    r.plan.reasons.push_back(format("{}: K and V packed one (batch, key head) at a time into {} tiles of {} keys, "
-                                    "its query blocks run after it; scores {} x {}, values {} x {} in bfloat16 "
-                                    "products",
-                                    amx.tiles ? "AMX tiles" : "AVX512-BF16 dot products", amx.key_tiles, amx.keys,
-                                    amx.rows, amx.keys, amx.rows, amx.columns));
-    return;
-  }
-  if (packing == CpuRoute::Amx::Packing::PerTask) {
-    r.plan.reasons.push_back(format("{}: K and V packed per task, each task packing the tiles of {} keys it reads "
-                                    "into its worker's slot; scores {} x {}, values {} x {} in bfloat16 products",
-                                    amx.tiles ? "AMX tiles" : "AVX512-BF16 dot products", amx.keys, amx.rows,
-                                    amx.keys, amx.rows, amx.columns));
-    return;
-  }
-  r.plan.reasons.push_back(format("{}: K and V packed once into {} tiles of {} keys per (batch, key head) "
-                                  "by {} [{}, {}, {}]; scores {} x {}, values {} x {} in bfloat16 products",
-                                  amx.tiles ? "AMX tiles" : "AVX512-BF16 dot products", amx.key_tiles, amx.keys,
-                                  amx.pack_kernel_name, amx.key_tiles, p.kv_heads, p.batch, amx.rows, amx.keys,
+  using Packing = CpuRoute::Amx::Packing;
+  const std::string packed =
+      packing == Packing::PerHead
+          ? format("packed one (batch, key head) at a time into {} tiles of {} keys, its query blocks run after it",
+                   amx.key_tiles, amx.keys)
+      : packing == Packing::PerTask
+          ? format("packed per task, each task packing the tiles of {} keys it reads into its worker's slot", amx.keys)
+          : format("packed once into {} tiles of {} keys per (batch, key head) by {} [{}, {}, {}]", amx.key_tiles,
+                   amx.keys, amx.pack_kernel_name, amx.key_tiles, p.kv_heads, p.batch);
+  r.plan.reasons.push_back(format("{}: K and V {}; scores {} x {}, values {} x {} in bfloat16 products",
+                                  amx.tiles ? "AMX tiles" : "AVX512-BF16 dot products", packed, amx.rows, amx.keys,
                                   amx.rows, amx.columns));
   if (amx.parts == 2) {
     r.plan.reasons.push_back("float16 on the tiles: q, k, v and the weights split exactly into two bfloat16 parts "
@@ -406,8 +398,8 @@ void plan_empty(CpuRoute& r, const Problem& p, const CpuInfo& cpu) {
   r.plan.kernel_name = kernel_name(route_name(r.plan.kernel), p.dtype);
 }
 
-// Under max_scratch_bytes: K and V packed per task where the tiled route would pack them whole,
-// then fewer workers, until the layout fits; else the smallest budget the route fits, named.
+// Under max_scratch_bytes: K and V packed per key head or per task where the tiled route would
+// pack them whole, then fewer workers, until the layout fits; else the smallest budget, named.
 template <typename Build>
 void fit_scratch_budget(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Build& build) {
   const auto budget = static_cast<std::size_t>(*p.max_scratch_bytes);
@@ -430,12 +422,7 @@ void fit_scratch_budget(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const
     fewer.threads = r.plan.workers - 1;
     build(fewer, packing);
   }
-  if (r.plan.scratch_bytes > budget) {
-    throw Error(ErrorKind::InvalidArgument,
-                format("[{}] max_scratch_bytes ({}) is below what the {} route needs; the smallest budget that fits "
-                       "is {} bytes",
-                       kOp, budget, route_name(r.plan.kernel), r.plan.scratch_bytes));
-  }
+  if (r.plan.scratch_bytes > budget) refuse_scratch_budget(p, r.plan);
   r.plan.reasons.push_back(format("scratch bound by max_scratch_bytes {}: {} bytes against {} without it{}, {} of {} "
                                   "workers",
                                   budget, r.plan.scratch_bytes, unbounded,
@@ -466,8 +453,7 @@ CpuRoute plan_cpu(const Problem& p, const CpuInfo& cpu, const PlanOverrides& ove
   const Pick pick = choose_route(p, {vector.has_value(), composed.has_value(), tiled.has_value()},
                                  {vector_min, composed_min, tiled_min}, r.plan);
 
-  // The route's layout for `c`'s threads; retried with fewer or with K and V packed per task
-  // where the scratch budget asks for it.
+  // The route's layout for `c`'s threads and K/V packing; retried by fit_scratch_budget.
   const CpuRoute chosen = r;
   const auto build = [&](const CpuInfo& c, CpuRoute::Amx::Packing packing) {
     r = chosen;

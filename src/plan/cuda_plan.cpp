@@ -657,10 +657,7 @@ CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device, const PlanOv
   reasons.push_back(format("workers: {} thread blocks of the main launch", r.plan.workers));
   // The CUDA routes have no smaller form yet: a budget below the plan's scratch is refused.
   if (p.max_scratch_bytes && r.plan.scratch_bytes > static_cast<std::size_t>(*p.max_scratch_bytes)) {
-    throw Error(ErrorKind::InvalidArgument,
-                format("[{}] max_scratch_bytes ({}) is below what the {} route needs; the smallest budget that fits "
-                       "is {} bytes",
-                       kOp, *p.max_scratch_bytes, route_name(r.plan.kernel), r.plan.scratch_bytes));
+    refuse_scratch_budget(p, r.plan);
   }
   reasons.push_back(format("scratch: {} bytes in {} buffers; largest score intermediate {} bytes",
                            r.plan.scratch_bytes, r.plan.buffers.size(), r.plan.max_intermediate_bytes));

@@ -39,7 +39,6 @@ struct CudaWgmmaTuning {
   int block_n = 0;
   int consumers = 0;
   Toggle pingpong = Toggle::Auto;
-  bool any() const { return block_n > 0 || consumers > 0 || pingpong != Toggle::Auto; }
   bool operator==(const CudaWgmmaTuning&) const = default;
 };
 
@@ -56,8 +55,8 @@ struct PlanOverrides {
 };
 
 // HEED_CUDA_VECTOR, HEED_CUDA_TILED, HEED_CUDA_WGMMA_*, HEED_CUDA_PINGPONG, HEED_CPU_TILED_ROWS and
-// HEED_CPU_TILED_KEYS as
-// PlanOverrides, read once per process: what attention and plan_attention plan with.
+// HEED_CPU_TILED_KEYS as PlanOverrides, read once per process: what attention and plan_attention
+// plan with.
 const PlanOverrides& environment_overrides();
 
 // The same variables read through `lookup` (getenv's contract: null when unset), so that the

@@ -84,6 +84,13 @@ std::string AttentionPlan::to_json() const {
 
 namespace plan {
 
+void refuse_scratch_budget(const Problem& p, const AttentionPlan& plan) {
+  throw Error(ErrorKind::InvalidArgument,
+              format("[{}] max_scratch_bytes ({}) is below what the {} route needs; the smallest budget that fits "
+                     "is {} bytes",
+                     kOp, *p.max_scratch_bytes, route_name(plan.kernel), plan.scratch_bytes));
+}
+
 void plan_empty_output(AttentionPlan& plan, const Problem& p, const std::string& workers) {
   if (p.route == RouteChoice::Vector) {
     plan.kernel = route::Vector{};

@@ -17,5 +17,8 @@ void require_backend(Device device);
 // the composed one; nothing runs and no scratch is held. `workers` is the backend's line on its
 // workers; the backend names the kernel.
 void plan_empty_output(AttentionPlan& plan, const Problem& p, const std::string& workers);
+// Refuses p's max_scratch_bytes, which `plan` (the smallest form its route has) does not meet,
+// naming the smallest budget that fits.
+[[noreturn]] void refuse_scratch_budget(const Problem& p, const AttentionPlan& plan);
 
 }  // namespace heed::plan
