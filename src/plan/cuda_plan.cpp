@@ -351,7 +351,7 @@ struct VectorSpan {
 // Partitions of the visible span: for the tensor-core kernels the fewest waves of (keys + a
 // block's overhead), for the CUDA-core kernel about kVectorBlocksPerSm blocks per SM.
 VectorSpan size_partitions(CudaVectorShape& s, const Problem& p, const CudaDeviceInfo& device,
-                           const CudaVectorTuning& tuning) {
+                           const CudaVectorTuning& tuning, std::int64_t max_partitions) {
   VectorSpan v;
   const auto [begin, end] = visible_span(p);
   s.span_begin = begin;
@@ -374,6 +374,7 @@ VectorSpan size_partitions(CudaVectorShape& s, const Problem& p, const CudaDevic
     }
   }
   if (tuning.partitions > 0) s.partitions = std::min(tuning.partitions, std::max<std::int64_t>(v.span, 1));
+  s.partitions = std::clamp<std::int64_t>(s.partitions, 1, max_partitions);
   if (tuning.ring_items > 0 && s.tensor_cores) {
     s.ring_items = std::clamp(tuning.ring_items, kVectorMmaMinRingItems, s.ring_items);
     s.shared_bytes = mma_shared_bytes(s, s.ring_items);
@@ -444,11 +445,11 @@ void explain_fma_vector(std::vector<std::string>& reasons, const Problem& p, con
 }
 
 void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, const VectorFit& fit,
-                  const CudaVectorTuning& tuning) {
+                  const CudaVectorTuning& tuning, std::int64_t max_partitions) {
   auto& reasons = r.plan.reasons;
   CudaVectorShape& s = r.vector;
   s = fit.shape;
-  const VectorSpan v = size_partitions(s, p, device, tuning);
+  const VectorSpan v = size_partitions(s, p, device, tuning, max_partitions);
   const int passes = s.partitions > 1 ? 2 : 1;
   s.dependent_merge = passes == 2 && device.major >= 9;
   r.plan.kernel = route::Vector{passes, s.partitions, passes};
@@ -614,6 +615,41 @@ Use choose_route(const Problem& p, const CudaFits& f, std::vector<std::string>& 
   return use;
 }
 
+// Under max_scratch_bytes: the vector route in fewer key partitions (one needs no partials),
+// the composed route in smaller blocks (half the score step at a time), until the layout fits;
+// else the smallest budget, named. The tiled kernels hold no scratch.
+template <typename Build>
+void fit_scratch_budget(CudaRoute& r, const Problem& p, Use use, const std::optional<ComposedFit>& composed,
+                        const Build& build) {
+  const auto budget = static_cast<std::size_t>(*p.max_scratch_bytes);
+  const std::size_t unbounded = r.plan.scratch_bytes;
+  if (unbounded <= budget) return;
+  std::string form;
+  if (use == Use::Vector) {
+    const std::int64_t before = r.vector.partitions;
+    const std::size_t per_partition =
+        float_bytes(checked_mul(p.batch * p.kv_heads, r.vector.rows, kOp, "partials"), p.value_dim + 2, "partials");
+    const auto fits = static_cast<std::int64_t>(budget / std::max<std::size_t>(per_partition, 1));
+    build(ComposedFit{}, fits >= 2 ? fits : 1);
+    form = format("{} key partition(s) of {}", r.vector.partitions, before);
+  } else if (use == Use::Composed) {
+    Problem smaller = p;
+    ComposedFit fit = *composed;
+    while (r.plan.scratch_bytes > budget && (fit.rows > 1 || fit.heads > 1)) {
+      smaller.max_score_bytes = static_cast<std::int64_t>(fit.intermediate / 2);
+      std::size_t min_cap = 0;
+      const std::optional<ComposedFit> next = fit_composed(smaller, min_cap);
+      if (!next) break;
+      fit = *next;
+      build(fit, std::numeric_limits<std::int64_t>::max());
+    }
+    form = format("composed in blocks of {} rows x {} (batch, key head) pair(s)", fit.rows, fit.heads);
+  }
+  if (r.plan.scratch_bytes > budget) refuse_scratch_budget(p, r.plan);
+  r.plan.reasons.push_back(format("scratch bound by max_scratch_bytes {}: {} bytes against {} without it, {}", budget,
+                                  r.plan.scratch_bytes, unbounded, form));
+}
+
 }  // namespace
 
 CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device, const PlanOverrides& overrides) {
@@ -637,28 +673,33 @@ CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device, const PlanOv
   bool capped = false;
   const Use use = choose_route(p, f, reasons, capped);
   r.plan.capped = capped;
-  if (use == Use::Tiled) {
-    r.plan.max_intermediate_bytes = tiled->intermediate;
-    build_cuda_tiled(r, p, *tiled);
-  } else if (use == Use::Vector) {
-    r.plan.max_intermediate_bytes = vector->intermediate;
-    build_vector(r, p, device, *vector, overrides.cuda_vector_tuning);
-  } else {
-    r.plan.max_intermediate_bytes = composed->intermediate;
-    build_composed(r, p, *composed);
-    if (composed->capped) {
-      r.plan.capped = true;
-      reasons.push_back(format("capped: {} rows x {} (batch, key head) pairs x {} keys x 4 = {} bytes <= "
-                               "max_score_bytes {}",
-                               composed->rows, composed->heads, p.kv_len, composed->intermediate,
-                               *p.max_score_bytes));
+  // The route's layout with at most `max_partitions` key partitions (vector) or `composed`'s
+  // blocks; retried by fit_scratch_budget.
+  const CudaRoute chosen = r;
+  const auto build = [&](const ComposedFit& composed, std::int64_t max_partitions) {
+    r = chosen;
+    if (use == Use::Tiled) {
+      r.plan.max_intermediate_bytes = tiled->intermediate;
+      build_cuda_tiled(r, p, *tiled);
+    } else if (use == Use::Vector) {
+      r.plan.max_intermediate_bytes = vector->intermediate;
+      build_vector(r, p, device, *vector, overrides.cuda_vector_tuning, max_partitions);
+    } else {
+      r.plan.max_intermediate_bytes = composed.intermediate;
+      build_composed(r, p, composed);
+      if (composed.capped && p.max_score_bytes) {
+        r.plan.capped = true;
+        r.plan.reasons.push_back(format("capped: {} rows x {} (batch, key head) pairs x {} keys x 4 = {} bytes <= "
+                                        "max_score_bytes {}",
+                                        composed.rows, composed.heads, p.kv_len, composed.intermediate,
+                                        *p.max_score_bytes));
+      }
     }
-  }
+  };
+  const ComposedFit no_composed;
+  build(composed ? *composed : no_composed, std::numeric_limits<std::int64_t>::max());
+  if (p.max_scratch_bytes) fit_scratch_budget(r, p, use, composed, build);
   reasons.push_back(format("workers: {} thread blocks of the main launch", r.plan.workers));
-  // The CUDA routes have no smaller form yet: a budget below the plan's scratch is refused.
-  if (p.max_scratch_bytes && r.plan.scratch_bytes > static_cast<std::size_t>(*p.max_scratch_bytes)) {
-    refuse_scratch_budget(p, r.plan);
-  }
   reasons.push_back(format("scratch: {} bytes in {} buffers; largest score intermediate {} bytes",
                            r.plan.scratch_bytes, r.plan.buffers.size(), r.plan.max_intermediate_bytes));
   return r;

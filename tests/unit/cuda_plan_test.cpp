@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <optional>
+#include <string>
 
 #include "heed/heed.hpp"
 #include "plan/cuda_plan.hpp"
@@ -240,6 +241,51 @@ TEST(CudaPlan, PrefillRunsComposedAndTheCapBlocksIt) {
   EXPECT_EQ(std::get<route::ComposedBlocks>(capped.plan.kernel).rows, 20);
   EXPECT_LE(capped.plan.max_intermediate_bytes, 300u * 4 * 20);
   EXPECT_TRUE(capped.plan.capped);
+}
+
+// max_scratch_bytes: the vector route takes fewer key partitions (one pass holds no partials),
+// the composed route smaller blocks; the plan names the bound; below the smallest form the
+// error names the smallest budget that fits.
+TEST(CudaPlan, AScratchBudgetTakesFewerPartitionsOrSmallerBlocks) {
+  AttentionOptions options;
+  const plan::CudaRoute whole = plan_for(1, 32, 8, 1, 32768, 128, DType::BFloat16, options);
+  ASSERT_TRUE(std::holds_alternative<route::Vector>(whole.plan.kernel)) << whole.plan.explain();
+  ASSERT_GT(whole.vector.partitions, 4) << whole.plan.explain();
+  const std::size_t per_partition = 8u * whole.vector.rows * (128 + 2) * 4;
+  EXPECT_EQ(whole.plan.scratch_bytes, per_partition * static_cast<std::size_t>(whole.vector.partitions));
+  options.max_scratch_bytes = static_cast<std::int64_t>(per_partition * 3 + 100);
+  const plan::CudaRoute fewer = plan_for(1, 32, 8, 1, 32768, 128, DType::BFloat16, options);
+  EXPECT_EQ(fewer.vector.partitions, 3) << fewer.plan.explain();
+  EXPECT_LE(fewer.plan.scratch_bytes, static_cast<std::size_t>(*options.max_scratch_bytes));
+  EXPECT_NE(fewer.plan.explain().find("scratch bound by max_scratch_bytes"), std::string::npos) << fewer.plan.explain();
+  EXPECT_NE(fewer.plan.explain().find("3 key partition(s) of " + std::to_string(whole.vector.partitions)), std::string::npos)
+      << fewer.plan.explain();
+  options.max_scratch_bytes = 1;
+  const plan::CudaRoute one = plan_for(1, 32, 8, 1, 32768, 128, DType::BFloat16, options);
+  EXPECT_EQ(one.vector.partitions, 1);
+  EXPECT_EQ(std::get<route::Vector>(one.plan.kernel).passes, 1);
+  EXPECT_EQ(one.plan.scratch_bytes, 0u);
+
+  // D 520 runs composed: its score step halves until the layout fits.
+  AttentionOptions composed;
+  const plan::CudaRoute full = plan_for(2, 8, 2, 300, 300, 520, DType::BFloat16, composed);
+  ASSERT_TRUE(std::holds_alternative<route::Composed>(full.plan.kernel)) << full.plan.explain();
+  const std::size_t fixed = full.plan.scratch_bytes - full.plan.max_intermediate_bytes -
+                            static_cast<std::size_t>(full.composed.heads * full.composed.rows * 520 * 4);
+  composed.max_scratch_bytes = static_cast<std::int64_t>(fixed + 300 * 4 * 64 + 64 * 520 * 4 + 4096);
+  const plan::CudaRoute blocks = plan_for(2, 8, 2, 300, 300, 520, DType::BFloat16, composed);
+  ASSERT_TRUE(std::holds_alternative<route::ComposedBlocks>(blocks.plan.kernel)) << blocks.plan.explain();
+  EXPECT_LE(blocks.plan.scratch_bytes, static_cast<std::size_t>(*composed.max_scratch_bytes)) << blocks.plan.explain();
+  EXPECT_LT(blocks.composed.rows, 300);
+  EXPECT_NE(blocks.plan.explain().find("composed in blocks of"), std::string::npos) << blocks.plan.explain();
+  composed.max_scratch_bytes = static_cast<std::int64_t>(fixed);
+  try {
+    (void)plan_for(2, 8, 2, 300, 300, 520, DType::BFloat16, composed);
+    ADD_FAILURE() << "a budget below the composed route's packed inputs was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::InvalidArgument) << error.what();
+    EXPECT_NE(std::string(error.what()).find("the smallest budget that fits is"), std::string::npos) << error.what();
+  }
 }
 
 TEST(CudaPlan, ComposedStepsSpanBatchesWhereTheStridesFold) {
