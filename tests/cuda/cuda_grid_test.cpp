@@ -138,6 +138,7 @@ void check_case(const CaseSpec& spec) {
     default: break;
   }
   if (spec.max_score_bytes) EXPECT_LE(plan.max_intermediate_bytes, static_cast<std::size_t>(*spec.max_score_bytes));
+  if (spec.max_scratch_bytes) EXPECT_LE(plan.scratch_bytes, static_cast<std::size_t>(*spec.max_scratch_bytes));
 
   profile::set_mode(profile::Mode::Shapes);
   profile::reset();
@@ -212,6 +213,12 @@ std::vector<CaseSpec> cuda_cases() {
   using MK = MaskKind;
   return {
       Make("gpu_decode_bf16_32x8_d128_split", 2, 32, 8, 1, 5000, 128, 128, bf16),
+      // Under max_scratch_bytes: 128k keys of prefill within 64 MiB, decode in fewer key
+      // partitions, the composed route in smaller blocks.
+      Make("gpu_budget_128k_prefill", 1, 4, 1, 32, 131072, 128, 128, bf16).budget(std::int64_t{64} << 20),
+      Make("gpu_budget_decode_partitions", 1, 32, 8, 1, 32768, 128, 128, bf16).budget(std::int64_t{1} << 18),
+      Make("gpu_budget_composed_blocks", 1, 4, 2, 1000, 1500, 64, 64, f32).route(RouteChoice::Composed)
+          .budget(std::int64_t{4} << 20),
       Make("gpu_decode_f16_16x2_d256_split", 1, 16, 2, 1, 3001, 256, 256, f16),
       Make("gpu_decode_f32_d64_split", 1, 8, 8, 1, 4097, 64, 64, f32),
       Make("gpu_decode_bf16_d512", 1, 4, 1, 1, 1500, 512, 512, bf16),

@@ -83,3 +83,65 @@ def test_custom_op_compiles_on_cuda():
     k = torch.randn(1, 2, 80, 64, device="cuda", dtype=torch.bfloat16)
     compiled = torch.compile(lambda q, k: heed_torch.attention(q, k, k, causal=True), fullgraph=True)
     torch.testing.assert_close(compiled(q, k), heed.attention(q, k, k, causal=True), rtol=1.6e-2, atol=1.6e-2)
+
+
+def _decode_inputs():
+    q = torch.randn(1, 32, 1, 128, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(1, 8, 32768, 128, device="cuda", dtype=torch.bfloat16)
+    return q, k
+
+
+def test_the_pools_cached_blocks_are_reported_and_released():
+    q, k = _decode_inputs()
+    plan = heed.plan(q, k, k)
+    assert plan.scratch_bytes > 0, plan.explain()
+    torch.cuda.synchronize()
+    heed.empty_cache("cuda")
+    assert heed.memory_stats("cuda").cached == 0
+    heed.attention(q, k, k)
+    torch.cuda.synchronize()
+    stats = heed.memory_stats("cuda")
+    assert stats.cached >= plan.scratch_bytes, stats
+    assert stats.active == 0, stats
+    assert heed.empty_cache("cuda") >= plan.scratch_bytes
+    assert heed.memory_stats("cuda").cached == 0
+
+
+def test_a_cuda_workspace_makes_heed_allocate_nothing():
+    q, k = _decode_inputs()
+    plan = heed.plan(q, k, k)
+    expected = heed.attention(q, k, k)
+    workspace = torch.empty(plan.scratch_bytes, device="cuda", dtype=torch.uint8)
+    torch.cuda.synchronize()
+    heed.empty_cache("cuda")
+    heed.reset_peak("cuda")
+    before = heed.memory_stats("cuda")
+    got = heed.attention(q, k, k, workspace=workspace)
+    torch.cuda.synchronize()
+    after = heed.memory_stats("cuda")
+    assert after.peak == before.active and after.cached == 0, (before, after)
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="workspace"):
+        heed.attention(q, k, k, workspace=workspace[: plan.scratch_bytes // 2])
+    with pytest.raises(ValueError, match="workspace"):
+        heed.attention(q, k, k, workspace=np.empty(plan.scratch_bytes, dtype=np.uint8))  # not on q's device
+
+
+def test_max_scratch_bytes_on_cuda_takes_fewer_partitions():
+    q, k = _decode_inputs()
+    whole = heed.plan(q, k, k)
+    bounded = heed.plan(q, k, k, max_scratch_bytes=whole.scratch_bytes // 3)
+    assert bounded.scratch_bytes <= whole.scratch_bytes // 3, bounded.explain()
+    assert "scratch bound by max_scratch_bytes" in bounded.explain()
+    torch.testing.assert_close(heed.attention(q, k, k, max_scratch_bytes=whole.scratch_bytes // 3),
+                               heed.attention(q, k, k), rtol=1.6e-2, atol=1.6e-2)
+
+
+@pytest.mark.parametrize("route, q_len", [("vector", 2), ("tiled", 200), ("composed", 200)])
+def test_route_on_cuda(route, q_len):
+    q = torch.randn(1, 8, q_len, 64, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(1, 2, 300, 64, device="cuda", dtype=torch.bfloat16)
+    plan = heed.plan(q, k, k, route=route)
+    assert plan.route.startswith(route), plan.explain()
+    torch.testing.assert_close(heed.attention(q, k, k, route=route), heed.attention(q, k, k), rtol=1.6e-2,
+                               atol=1.6e-2)
