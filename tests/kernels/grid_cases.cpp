@@ -205,6 +205,8 @@ std::vector<CaseSpec> softcap_cases() {
     // The prefill kernels' own shapes (on Hopper the wgmma kernel): no array mask.
     cases.push_back(Make("softcap_prefill_" + dt, 1, 4, 2, 200, 512, 128, 128, dtype).softcap(20).stddev(4).causal());
     cases.push_back(Make("softcap_prefill_d64_" + dt, 2, 4, 4, 130, 384, 64, 64, dtype).softcap(50).stddev(6));
+    // Scores far inside the cap (tanh near its linear part), as most of a capped model's are.
+    cases.push_back(Make("softcap_prefill_small_" + dt, 1, 4, 2, 200, 512, 128, 128, dtype).softcap(50).causal());
   }
   // A NaN in q makes its row NaN, never a row of zeros, on every route and dtype; the other
   // rows, and rows a mask hides, keep their values.
