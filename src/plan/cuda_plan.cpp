@@ -444,6 +444,14 @@ void explain_fma_vector(std::vector<std::string>& reasons, const Problem& p, con
                            p.window ? " in the window" : "", kVectorMinKeysPerPartition));
 }
 
+// The two-pass vector route's partials: max, sum and Dv outputs per row, partition and
+// (batch, key head).
+std::size_t partials_bytes(const Problem& p, std::int64_t rows, std::int64_t partitions) {
+  const std::int64_t slots =
+      checked_mul(checked_mul(p.batch * p.kv_heads, rows, kOp, "partials"), partitions, kOp, "partials");
+  return float_bytes(slots, p.value_dim + 2, "partials");
+}
+
 void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, const VectorFit& fit,
                   const CudaVectorTuning& tuning, std::int64_t max_partitions) {
   auto& reasons = r.plan.reasons;
@@ -476,9 +484,7 @@ void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, 
   r.plan.workers = static_cast<int>(std::min<std::int64_t>(blocks, std::numeric_limits<int>::max()));
   ScratchLayout layout;
   if (passes == 2) {
-    const std::int64_t slots_count = checked_mul(checked_mul(p.batch * p.kv_heads, s.rows, kOp, "partials"),
-                                                 s.partitions, kOp, "partials");
-    r.partials = layout.add("partials", float_bytes(slots_count, p.value_dim + 2, "partials"));
+    r.partials = layout.add("partials", partials_bytes(p, s.rows, s.partitions));
   }
   r.plan.buffers = layout.buffers();
   r.plan.scratch_bytes = layout.total_bytes();
@@ -627,8 +633,7 @@ void fit_scratch_budget(CudaRoute& r, const Problem& p, Use use, const std::opti
   std::string form;
   if (use == Use::Vector) {
     const std::int64_t before = r.vector.partitions;
-    const std::size_t per_partition =
-        float_bytes(checked_mul(p.batch * p.kv_heads, r.vector.rows, kOp, "partials"), p.value_dim + 2, "partials");
+    const std::size_t per_partition = partials_bytes(p, r.vector.rows, 1);
     const auto fits = static_cast<std::int64_t>(budget / std::max<std::size_t>(per_partition, 1));
     build(ComposedFit{}, fits >= 2 ? fits : 1);
     form = format("{} key partition(s) of {}", r.vector.partitions, before);
@@ -673,10 +678,10 @@ CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device, const PlanOv
   bool capped = false;
   const Use use = choose_route(p, f, reasons, capped);
   r.plan.capped = capped;
-  // The route's layout with at most `max_partitions` key partitions (vector) or `composed`'s
-  // blocks; retried by fit_scratch_budget.
+  // The route's layout with at most `max_partitions` key partitions (vector) or the composed
+  // route's `blocks`; retried by fit_scratch_budget.
   const CudaRoute chosen = r;
-  const auto build = [&](const ComposedFit& composed, std::int64_t max_partitions) {
+  const auto build = [&](const ComposedFit& blocks, std::int64_t max_partitions) {
     r = chosen;
     if (use == Use::Tiled) {
       r.plan.max_intermediate_bytes = tiled->intermediate;
@@ -685,19 +690,18 @@ CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device, const PlanOv
       r.plan.max_intermediate_bytes = vector->intermediate;
       build_vector(r, p, device, *vector, overrides.cuda_vector_tuning, max_partitions);
     } else {
-      r.plan.max_intermediate_bytes = composed.intermediate;
-      build_composed(r, p, composed);
-      if (composed.capped && p.max_score_bytes) {
+      r.plan.max_intermediate_bytes = blocks.intermediate;
+      build_composed(r, p, blocks);
+      if (blocks.capped && p.max_score_bytes) {
         r.plan.capped = true;
         r.plan.reasons.push_back(format("capped: {} rows x {} (batch, key head) pairs x {} keys x 4 = {} bytes <= "
                                         "max_score_bytes {}",
-                                        composed.rows, composed.heads, p.kv_len, composed.intermediate,
+                                        blocks.rows, blocks.heads, p.kv_len, blocks.intermediate,
                                         *p.max_score_bytes));
       }
     }
   };
-  const ComposedFit no_composed;
-  build(composed ? *composed : no_composed, std::numeric_limits<std::int64_t>::max());
+  build(composed.value_or(ComposedFit{}), std::numeric_limits<std::int64_t>::max());
   if (p.max_scratch_bytes) fit_scratch_budget(r, p, use, composed, build);
   reasons.push_back(format("workers: {} thread blocks of the main launch", r.plan.workers));
   reasons.push_back(format("scratch: {} bytes in {} buffers; largest score intermediate {} bytes",
