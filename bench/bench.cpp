@@ -87,6 +87,8 @@ Buffer random_tensor(DType dtype, Shape shape, Random& random, float low, float 
       case DType::Bool:
         data[i] = value >= 0.0f ? std::byte{1} : std::byte{0};
         break;
+      case DType::Int32:
+        break;
     }
   }
   return buffer;
@@ -113,6 +115,8 @@ std::vector<float> to_float(const Buffer& buffer) {
         break;
       case DType::Bool:
         values[i] = std::to_integer<int>(*element) != 0 ? 1.0f : 0.0f;
+        break;
+      case DType::Int32:
         break;
     }
   }

@@ -1,13 +1,20 @@
-// The top of the call: attention and plan_attention validate, ask the device's facts (discovered
-// once, device/ and core/cpu_info) and the environment's overrides, and hand both to the
-// backend's planner, so that no planner reads a device or the environment itself.
+// The top of the call: every entry point validates into one descriptor, asks the device's facts
+// (discovered once, device/ and core/cpu_info) and the environment's overrides, and hands both to
+// the backend's planner, so that no planner reads a device or the environment itself.
 
 #include "heed/attention.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 #include "call/validate.hpp"
 #include "core/cpu_info.hpp"
+#include "core/format.hpp"
 #include "cpu/attention_cpu.hpp"
+#include "cpu/merge.hpp"
+#include "heed/error.hpp"
 #include "heed/plan.hpp"
+#include "heed/serving.hpp"
 #include "memory/cpu_allocator.hpp"
 #include "plan/cpu_plan.hpp"
 #include "plan/overrides.hpp"
@@ -21,16 +28,60 @@
 namespace heed {
 namespace {
 
+const char* op_of(const call::Problem& p) {
+  return p.form == call::Form::Ragged ? call::kVarlenOp : p.form == call::Form::Paged ? call::kPagedOp : call::kOp;
+}
+
+#if HEED_HAS_CUDA
+// The CUDA kernels serve the dense form without lse so far.
+void require_cuda_form(const call::Problem& p) {
+  if (p.form != call::Form::Dense) {
+    throw Error(ErrorKind::Unsupported, format("[{}] {} batches run on the CPU only so far", op_of(p),
+                                               p.form == call::Form::Ragged ? "ragged" : "paged"));
+  }
+  if (p.has_lse) throw Error(ErrorKind::Unsupported, format("[{}] lse runs on the CPU only so far", op_of(p)));
+}
+#endif
+
 // The plan of a validated problem on `device` (the CPU or, when built, a CUDA device).
-AttentionPlan plan_on(const plan::Problem& problem, Device device) {
+AttentionPlan plan_on(const call::Problem& problem, Device device) {
   const plan::PlanOverrides& overrides = plan::environment_overrides();
 #if HEED_HAS_CUDA
   if (device.type == DeviceType::CUDA) {
+    require_cuda_form(problem);
     return plan::plan_cuda(problem, heed::device::cuda_device_info(device, call::kOp), overrides).plan;
   }
 #endif
   plan::require_backend(device);
   return plan::plan_cpu(problem, cpu_info(), overrides).plan;
+}
+
+// Plans and runs a validated call of any form on q's device.
+void run_call(const call::Call& c, Device device, const AttentionOptions& options, Stream stream) {
+  if (c.has_lse && c.value_dim == 0 && c.batch > 0 && c.q_heads > 0 && c.q_len > 0) {
+    throw Error(ErrorKind::InvalidArgument, format("[{}] lse needs Dv >= 1 (out has no values to weigh)", op_of(c)));
+  }
+  const plan::PlanOverrides& overrides = plan::environment_overrides();
+#if HEED_HAS_CUDA
+  if (device.type == DeviceType::CUDA) {
+    require_cuda_form(c);
+    const plan::CudaRoute& route = plan::plan_cuda_cached(c, device::cuda_device_info(device, call::kOp), overrides);
+    call::check_workspace(options, route.plan.scratch_bytes);
+    if (c.empty_output()) return;
+    // Only the CUDA runtime can tell device memory from host memory.
+    cuda::check_device_pointers(c, device);
+    cuda::run_attention(c, options, route, stream.handle);
+    return;
+  }
+#else
+  (void)stream;
+#endif
+  plan::require_backend(device);
+  const plan::CpuRoute route = plan::plan_cpu(c, cpu_info(), overrides);
+  call::check_workspace(options, route.plan.scratch_bytes);
+  if (c.empty_output()) return;
+  memory::Scratch scratch(route.plan.scratch_bytes, options.workspace, op_of(c));
+  cpu::run_attention(c, route, scratch.data());
 }
 
 }  // namespace
@@ -47,28 +98,38 @@ AttentionPlan plan_attention(const TensorView& q, const TensorView& k, const Ten
 
 void attention(const TensorView& q, const TensorView& k, const TensorView& v, TensorView& out, float scale,
                const AttentionOptions& options, Stream stream) {
-  const call::Call c = call::validate_call(q, k, v, out, scale, options);
-  const plan::PlanOverrides& overrides = plan::environment_overrides();
-#if HEED_HAS_CUDA
-  if (q.device.type == DeviceType::CUDA) {
-    const plan::CudaRoute& route =
-        plan::plan_cuda_cached(c, device::cuda_device_info(q.device, call::kOp), overrides);
-    call::check_workspace(options, route.plan.scratch_bytes);
-    if (c.empty_output()) return;
-    // Only the CUDA runtime can tell device memory from host memory.
-    cuda::check_device_pointers(c, q.device);
-    cuda::run_attention(c, options, route, stream.handle);
-    return;
-  }
-#else
+  run_call(call::validate_call(q, k, v, out, scale, options), q.device, options, stream);
+}
+
+AttentionPlan plan_attention_varlen(const TensorView& q, const TensorView& k, const TensorView& v,
+                                    const RaggedBatch& batch, const AttentionOptions& options) {
+  return plan_on(call::validate_ragged(q, k, v, batch, nullptr, 1.0f, options), q.device);
+}
+
+void attention_varlen(const TensorView& q, const TensorView& k, const TensorView& v, const RaggedBatch& batch,
+                      TensorView& out, float scale, const AttentionOptions& options, Stream stream) {
+  run_call(call::validate_ragged(q, k, v, batch, &out, scale, options), q.device, options, stream);
+}
+
+AttentionPlan plan_attention_paged(const TensorView& q, const TensorView& k_cache, const TensorView& v_cache,
+                                   const PagedKv& pages, const AttentionOptions& options) {
+  return plan_on(call::validate_paged(q, k_cache, v_cache, pages, nullptr, 1.0f, options), q.device);
+}
+
+void attention_paged(const TensorView& q, const TensorView& k_cache, const TensorView& v_cache, const PagedKv& pages,
+                     TensorView& out, float scale, const AttentionOptions& options, Stream stream) {
+  run_call(call::validate_paged(q, k_cache, v_cache, pages, &out, scale, options), q.device, options, stream);
+}
+
+void merge_states(const TensorView& out_a, const TensorView& lse_a, const TensorView& out_b, const TensorView& lse_b,
+                  TensorView& out, TensorView& lse, Stream stream) {
+  const call::Merge m = call::validate_merge(out_a, lse_a, out_b, lse_b, out, lse);
   (void)stream;
-#endif
-  plan::require_backend(q.device);
-  const plan::CpuRoute route = plan::plan_cpu(c, cpu_info(), overrides);
-  call::check_workspace(options, route.plan.scratch_bytes);
-  if (c.empty_output()) return;
-  memory::Scratch scratch(route.plan.scratch_bytes, options.workspace, call::kOp);
-  cpu::run_attention(c, route, scratch.data());
+  if (out.device.type == DeviceType::CUDA) {
+    throw Error(ErrorKind::Unsupported, "[heed::merge_states] runs on the CPU only so far");
+  }
+  plan::require_backend(out.device);
+  cpu::merge_states(m);
 }
 
 }  // namespace heed

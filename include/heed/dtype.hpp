@@ -9,13 +9,14 @@
 
 namespace heed {
 
-enum class DType : std::uint8_t { Float32, Float16, BFloat16, Bool };
+// Int32 is for metadata only (cu_seqlens, block tables, lengths).
+enum class DType : std::uint8_t { Float32, Float16, BFloat16, Bool, Int32 };
 
 std::size_t size_of(DType dtype);
-const char* to_string(DType dtype);          // "float32", "float16", "bfloat16", "bool"
-const char* short_name(DType dtype);         // "f32", "f16", "bf16", "bool"
+const char* to_string(DType dtype);          // "float32", "float16", "bfloat16", "bool", "int32"
+const char* short_name(DType dtype);         // "f32", "f16", "bf16", "bool", "i32"
 std::optional<DType> parse_dtype(std::string_view name);  // accepts both spellings
-inline bool is_floating(DType dtype) { return dtype != DType::Bool; }
+inline bool is_floating(DType dtype) { return dtype != DType::Bool && dtype != DType::Int32; }
 
 std::uint16_t float_to_half_bits(float value);
 float half_bits_to_float(std::uint16_t bits);

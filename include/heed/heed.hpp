@@ -11,5 +11,6 @@
 #include "heed/options.hpp"
 #include "heed/plan.hpp"
 #include "heed/profile.hpp"
+#include "heed/serving.hpp"
 #include "heed/shape.hpp"
 #include "heed/tensor.hpp"

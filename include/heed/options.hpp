@@ -39,6 +39,13 @@ struct AttentionOptions {
   // budget that fits.
   std::optional<std::int64_t> max_scratch_bytes;
   RouteChoice route = RouteChoice::Auto;
+  // An output, where given: each query row's log-sum-exp in float32, natural log, shaped as out
+  // without its last dimension ([B, Hq, Lq] dense, [total_q, Hq] ragged, [B, Hq] paged decode),
+  // any strides. It is log(sum_j exp(s_j)) over the row's visible keys' final scores s_j and, with
+  // sinks, the sink's logit, so that out · exp(lse) = sum_j exp(s_j) · v_j; -inf for a row that sees
+  // no key and has no sink. merge_states (serving.hpp) combines two parts exactly; give sinks to
+  // one part only.
+  std::optional<TensorView> lse;
   // Caller-owned scratch of at least the plan's scratch_bytes, aligned to kWorkspaceAlignment;
   // heed then allocates nothing.
   void* workspace = nullptr;

@@ -14,6 +14,12 @@
 namespace heed::call {
 
 inline constexpr const char* kOp = "heed::attention";
+inline constexpr const char* kVarlenOp = "heed::attention_varlen";
+inline constexpr const char* kPagedOp = "heed::attention_paged";
+
+// How a batch's sequences lie in memory (serving.hpp): Dense [B, H, L, E] tensors; Ragged rows
+// of [total, H, E] by cu_seqlens; Paged keys in pages of a cache by a block table.
+enum class Form : std::uint8_t { Dense, Ragged, Paged };
 
 enum class MaskKind : std::uint8_t { None, Bool, Additive };
 
@@ -39,6 +45,9 @@ struct Sinks {
 };
 
 struct Problem {
+  Form form = Form::Dense;
+  // Ragged and paged: batch is the sequence count and q_len / kv_len bound every sequence's
+  // lengths (max_seqlen_q / k), so that one plan serves every batch of that layout.
   std::int64_t batch = 0;
   std::int64_t q_heads = 0;
   std::int64_t kv_heads = 0;
@@ -56,6 +65,8 @@ struct Problem {
   bool has_sinks = false;
   // Logit softcap c: scores become c · tanh(s / c) after the scale; 0: none.
   float softcap = 0.0f;
+  std::int64_t page_size = 0;  // paged: keys per page
+  bool has_lse = false;        // the call writes each row's log-sum-exp
   std::optional<std::int64_t> max_score_bytes;
   std::optional<std::int64_t> max_scratch_bytes;
   RouteChoice route = RouteChoice::Auto;
@@ -79,6 +90,21 @@ struct Problem {
   bool operator==(const Problem&) const = default;
 };
 
+// Where the sequences of a ragged or paged batch are. Host or device pointers as the call's
+// device; null where the form has none. Device-resident values are clamped where they are read
+// (sequence(), key_offset()), so no entry reads or writes outside the caller's tensors.
+struct Sequences {
+  const std::int32_t* cu_q = nullptr;         // [B + 1] query row starts; null: q's batch index
+  const std::int32_t* cu_k = nullptr;         // ragged: [B + 1] key row starts
+  const std::int32_t* seqlens_k = nullptr;    // paged: [B] keys per sequence
+  const std::int32_t* block_table = nullptr;  // paged: [B, max_pages]
+  std::int64_t table_strides[2] = {0, 0};
+  std::int64_t max_pages = 0;
+  std::int64_t num_pages = 0;  // paged: pages in the cache
+  std::int64_t total_q = 0;    // rows of q where cu_q is given
+  std::int64_t total_k = 0;    // ragged: rows of k and v
+};
+
 struct Call : Problem {
   const void* q = nullptr;
   const void* k = nullptr;
@@ -89,6 +115,72 @@ struct Call : Problem {
   Mask mask;
   Sinks sinks;
   bool out_rows_wide = false;  // out's rows take 16-byte stores, as rows_wide says of q, k, v
+  Sequences seqs;
+  float* lse = nullptr;  // [b, h, i] float32 through lse_strides; null: not asked for
+  Strides lse_strides;   // axes 0..2 used
 };
+
+// One sequence of a call as the kernels see it: its lengths and where its rows start. A dense
+// call's sequence b is batch b; ragged and paged sequences read their metadata, clamped.
+struct Sequence {
+  std::int64_t index = 0;  // b: the batch index of dense strides, masks and the block table
+  std::int64_t q_len = 0;
+  std::int64_t kv_len = 0;
+  std::int64_t q_row = 0;  // q's, out's and lse's row 0 is this row of the [total_q, ...] tensor
+  std::int64_t k_row = 0;  // ragged: k's and v's row 0 is this row of [total_k, ...]
+  const std::int32_t* pages = nullptr;  // paged: block-table row b
+};
+
+namespace detail {
+HEED_HOST_DEVICE std::int64_t clamp(std::int64_t x, std::int64_t lo, std::int64_t hi) {
+  return x < lo ? lo : (x > hi ? hi : x);
+}
+}  // namespace detail
+
+// Sequence b of the call. Rows [begin, end) of a cu_seqlens array are clamped to the tensor's
+// rows and lengths to the plan's bounds, whatever device-resident metadata holds.
+HEED_HOST_DEVICE Sequence sequence(const Call& c, std::int64_t b) {
+  Sequence s;
+  s.index = b;
+  s.q_len = c.q_len;
+  s.kv_len = c.kv_len;
+  if (c.seqs.cu_q != nullptr) {
+    s.q_row = detail::clamp(c.seqs.cu_q[b], 0, c.seqs.total_q);
+    s.q_len = detail::clamp(c.seqs.cu_q[b + 1] - s.q_row, 0, c.q_len);
+    s.q_len = detail::clamp(s.q_len, 0, c.seqs.total_q - s.q_row);
+  }
+  if (c.form == Form::Ragged) {
+    s.k_row = detail::clamp(c.seqs.cu_k[b], 0, c.seqs.total_k);
+    s.kv_len = detail::clamp(c.seqs.cu_k[b + 1] - s.k_row, 0, c.kv_len);
+    s.kv_len = detail::clamp(s.kv_len, 0, c.seqs.total_k - s.k_row);
+  } else if (c.form == Form::Paged) {
+    s.kv_len = detail::clamp(c.seqs.seqlens_k[b], 0, c.kv_len);
+    s.pages = c.seqs.block_table + b * c.seqs.table_strides[0];
+  }
+  return s;
+}
+
+// Element offset of row i of head h of a q-like tensor (q, out; lse through its strides).
+HEED_HOST_DEVICE std::int64_t row_offset(const Strides& st, const Sequence& s, std::int64_t h,
+                                                std::int64_t i) {
+  return s.index * st[0] + h * st[1] + (s.q_row + i) * st[2];
+}
+
+// Element offset of key row j of key head h in k or v (strides `st`). Paged keys read their page
+// from the block table, clamped to the cache.
+HEED_HOST_DEVICE std::int64_t key_offset(const Call& c, const Strides& st, const Sequence& s, std::int64_t h,
+                                                std::int64_t j) {
+  if (s.pages != nullptr) {
+    const std::int64_t page = detail::clamp(s.pages[(j / c.page_size) * c.seqs.table_strides[1]], 0,
+                                            c.seqs.num_pages - 1);
+    return page * st[0] + h * st[1] + (j % c.page_size) * st[2];
+  }
+  return s.index * st[0] + h * st[1] + (s.k_row + j) * st[2];
+}
+
+// Key rows from j on that lie at one stride from key row j (the rest of its page, when paged).
+HEED_HOST_DEVICE std::int64_t key_run(const Call& c, const Sequence& s, std::int64_t j) {
+  return s.pages != nullptr ? c.page_size - j % c.page_size : s.kv_len - j;
+}
 
 }  // namespace heed::call

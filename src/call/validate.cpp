@@ -1,8 +1,11 @@
 #include "call/validate.hpp"
 
+#include "call/checks.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <utility>
 
@@ -10,73 +13,33 @@
 #include "heed/error.hpp"
 
 namespace heed::call {
-namespace {
+namespace detail {
 
-[[noreturn]] void invalid(const std::string& message) {
-  throw Error(ErrorKind::InvalidArgument, std::string("[") + kOp + "] " + message);
+[[noreturn]] void invalid(const char* op, const std::string& message) {
+  throw Error(ErrorKind::InvalidArgument, std::string("[") + op + "] " + message);
 }
 
-void check_rank4(const Shape& shape, const char* name, const char* layout) {
-  if (shape.rank() != 4) invalid(format("{} must have rank 4 {}, got shape {}", name, layout, shape.to_string()));
-  for (std::int64_t dim : shape.dims()) {
-    if (dim < 0) invalid(format("{} shape {} has a negative size", name, shape.to_string()));
-  }
-  shape.numel(kOp);
-}
-
-void check_floating(DType dtype, const char* name) {
+void check_floating(DType dtype, const char* name, const char* op) {
   if (!is_floating(dtype)) {
-    invalid(format("{} dtype must be float32, float16 or bfloat16, got {}", name, to_string(dtype)));
+    invalid(op, format("{} dtype must be float32, float16 or bfloat16, got {}", name, to_string(dtype)));
   }
 }
 
-// Rank 2 [Lq, Lk] or rank 4 [B|1, Hq|1, Lq|1, Lk|1].
-MaskKind check_mask(const TensorView& mask, const Problem& p) {
-  const Shape target{p.batch, p.q_heads, p.q_len, p.kv_len};
-  const Shape& shape = mask.shape;
-  bool broadcasts = false;
-  if (shape.rank() == 2) {
-    broadcasts = (shape[0] == p.q_len || shape[0] == 1) && (shape[1] == p.kv_len || shape[1] == 1);
-  } else if (shape.rank() == 4) {
-    broadcasts = true;
-    for (int axis = 0; axis < 4; ++axis) {
-      broadcasts = broadcasts && (shape[axis] == target[axis] || shape[axis] == 1);
-    }
-  } else {
-    invalid(format("mask must have rank 2 [Lq, Lk] or 4 [B, Hq, Lq, Lk], got shape {}", shape.to_string()));
-  }
-  if (!broadcasts) {
-    invalid(format("mask shape {} does not broadcast to {}", shape.to_string(), target.to_string()));
-  }
-  if (mask.strides.size() != static_cast<std::size_t>(shape.rank())) {
-    invalid(format("mask has {} strides for shape {}", mask.strides.size(), shape.to_string()));
-  }
-  return mask.dtype == DType::Bool ? MaskKind::Bool : MaskKind::Additive;
-}
-
-void check_sinks(const TensorView& sinks, std::int64_t q_heads) {
-  if (sinks.shape.rank() != 1 || sinks.shape[0] != q_heads) {
-    invalid(format("sinks must have shape [Hq] = [{}], got {}", q_heads, sinks.shape.to_string()));
-  }
-  if (sinks.strides.size() != 1) invalid(format("sinks has {} strides for rank 1", sinks.strides.size()));
-  check_floating(sinks.dtype, "sinks");
-}
-
-void check_strides(const TensorView& view, const char* name) {
+void check_strides(const TensorView& view, const char* name, const char* op) {
   if (view.strides.size() != static_cast<std::size_t>(view.shape.rank())) {
-    invalid(format("{} has {} strides for shape {}", name, view.strides.size(), view.shape.to_string()));
+    invalid(op, format("{} has {} strides for shape {}", name, view.strides.size(), view.shape.to_string()));
   }
 }
 
-void check_data(const TensorView& view, const char* name) {
-  if (view.data == nullptr && view.shape.numel(kOp) > 0) {
-    invalid(format("{} data is null for non-empty shape {}", name, view.shape.to_string()));
+void check_data(const TensorView& view, const char* name, const char* op) {
+  if (view.data == nullptr && view.shape.numel(op) > 0) {
+    invalid(op, format("{} data is null for non-empty shape {}", name, view.shape.to_string()));
   }
 }
 
-void check_device(const TensorView& view, const char* name, const TensorView& q) {
+void check_device(const TensorView& view, const char* name, const TensorView& q, const char* op) {
   if (!(view.device == q.device)) {
-    invalid(format("{} is on {} but q is on {}", name, view.device.to_string(), q.device.to_string()));
+    invalid(op, format("{} is on {} but q is on {}", name, view.device.to_string(), q.device.to_string()));
   }
 }
 
@@ -124,6 +87,66 @@ Strides strides_of(const TensorView& view) {
   return strides;
 }
 
+void check_sinks(const TensorView& sinks, std::int64_t q_heads, const char* op) {
+  if (sinks.shape.rank() != 1 || sinks.shape[0] != q_heads) {
+    invalid(op, format("sinks must have shape [Hq] = [{}], got {}", q_heads, sinks.shape.to_string()));
+  }
+  if (sinks.strides.size() != 1) invalid(op, format("sinks has {} strides for rank 1", sinks.strides.size()));
+  detail::check_floating(sinks.dtype, "sinks", op);
+}
+
+}  // namespace detail
+namespace {
+
+using detail::batch_folds;
+using detail::invalid;
+using detail::rows_contiguous;
+using detail::rows_wide;
+using detail::strides_of;
+using detail::strides_positive;
+
+[[noreturn]] void invalid(const std::string& message) { invalid(kOp, message); }
+
+void check_rank4(const Shape& shape, const char* name, const char* layout) {
+  if (shape.rank() != 4) invalid(format("{} must have rank 4 {}, got shape {}", name, layout, shape.to_string()));
+  for (std::int64_t dim : shape.dims()) {
+    if (dim < 0) invalid(format("{} shape {} has a negative size", name, shape.to_string()));
+  }
+  shape.numel(kOp);
+}
+
+void check_floating(DType dtype, const char* name) { detail::check_floating(dtype, name, kOp); }
+
+void check_strides(const TensorView& view, const char* name) { detail::check_strides(view, name, kOp); }
+void check_data(const TensorView& view, const char* name) { detail::check_data(view, name, kOp); }
+void check_device(const TensorView& view, const char* name, const TensorView& q) {
+  detail::check_device(view, name, q, kOp);
+}
+
+// Rank 2 [Lq, Lk] or rank 4 [B|1, Hq|1, Lq|1, Lk|1].
+MaskKind check_mask(const TensorView& mask, const Problem& p) {
+  const Shape target{p.batch, p.q_heads, p.q_len, p.kv_len};
+  const Shape& shape = mask.shape;
+  bool broadcasts = false;
+  if (shape.rank() == 2) {
+    broadcasts = (shape[0] == p.q_len || shape[0] == 1) && (shape[1] == p.kv_len || shape[1] == 1);
+  } else if (shape.rank() == 4) {
+    broadcasts = true;
+    for (int axis = 0; axis < 4; ++axis) {
+      broadcasts = broadcasts && (shape[axis] == target[axis] || shape[axis] == 1);
+    }
+  } else {
+    invalid(format("mask must have rank 2 [Lq, Lk] or 4 [B, Hq, Lq, Lk], got shape {}", shape.to_string()));
+  }
+  if (!broadcasts) {
+    invalid(format("mask shape {} does not broadcast to {}", shape.to_string(), target.to_string()));
+  }
+  if (mask.strides.size() != static_cast<std::size_t>(shape.rank())) {
+    invalid(format("mask has {} strides for shape {}", mask.strides.size(), shape.to_string()));
+  }
+  return mask.dtype == DType::Bool ? MaskKind::Bool : MaskKind::Additive;
+}
+
 // A rank-2 [Lq, Lk] or rank-4 mask as [b, h, i, j] strides, zero along broadcast dimensions.
 Mask mask_of(const TensorView& mask) {
   Mask m;
@@ -138,6 +161,96 @@ Mask mask_of(const TensorView& mask) {
 }
 
 }  // namespace
+
+namespace detail {
+
+// The options every form shares (sinks, window, softcap, budgets) into p.
+void check_options(Problem& p, const AttentionOptions& options, const char* op) {
+  if (options.sinks) {
+    check_sinks(*options.sinks, p.q_heads, op);
+    p.has_sinks = true;
+  }
+  if (options.window) {
+    if (!options.causal) invalid(op, format("window ({}) requires causal", *options.window));
+    if (*options.window < 1) invalid(op, format("window must be >= 1, got {}", *options.window));
+    // A window of Lk keys or more hides nothing (row i's first key would be i + Lk - Lq - W + 1
+    // <= 0); storing at most Lk keeps every later sum in range.
+    p.window = std::min(*options.window, std::max<std::int64_t>(p.kv_len, 1));
+  }
+  if (options.softcap) {
+    const float cap = *options.softcap;
+    if (!(cap > 0.0f) || !std::isfinite(cap)) invalid(op, format("softcap must be finite and > 0, got {}", cap));
+    p.softcap = cap;
+  }
+  if (options.max_score_bytes) {
+    if (*options.max_score_bytes <= 0) {
+      invalid(op, format("max_score_bytes must be > 0, got {}", *options.max_score_bytes));
+    }
+    p.max_score_bytes = options.max_score_bytes;
+  }
+  if (options.max_scratch_bytes) {
+    if (*options.max_scratch_bytes <= 0) {
+      invalid(op, format("max_scratch_bytes must be > 0, got {}", *options.max_scratch_bytes));
+    }
+    p.max_scratch_bytes = options.max_scratch_bytes;
+  }
+}
+
+// A caller's workspace, the scale, out's dtype, strides and device, and the data pointers of out,
+// mask and sinks; then the descriptor's output fields.
+void attach_output(Call& c, const TensorView& q, const TensorView& out, const Shape& expected, float scale,
+                   const AttentionOptions& options, const char* op) {
+  if (!(out.shape == expected)) {
+    invalid(op, format("out shape {} must be {}", out.shape.to_string(), expected.to_string()));
+  }
+  check_strides(out, "out", op);
+  if (out.dtype != q.dtype) {
+    invalid(op, format("out dtype {} must equal q dtype {}", to_string(out.dtype), to_string(q.dtype)));
+  }
+  check_device(out, "out", q, op);
+  if (!std::isfinite(scale)) invalid(op, format("scale must be finite, got {}", scale));
+  check_data(out, "out", op);
+  if (options.mask) {
+    check_data(*options.mask, "mask", op);
+    check_device(*options.mask, "mask", q, op);
+  }
+  if (options.sinks) {
+    check_data(*options.sinks, "sinks", op);
+    check_device(*options.sinks, "sinks", q, op);
+  }
+  // Scratch buffers sit at multiples of 64 bytes from the arena's start and hold 8-byte
+  // integers and 16-byte vectors: 16 bytes is what malloc, cudaMalloc and every framework give.
+  if (options.workspace != nullptr && reinterpret_cast<std::uintptr_t>(options.workspace) % kWorkspaceAlignment != 0) {
+    invalid(op, format("workspace must be aligned to {} bytes, got address {}", kWorkspaceAlignment,
+                       reinterpret_cast<std::uintptr_t>(options.workspace)));
+  }
+  c.out = out.data;
+  c.scale = scale;
+}
+
+// options.lse: float32 of `expected` shape on q's device; its strides into c (axes 0..2 of
+// [b, h, i], as `axes` maps lse's own axes there).
+void attach_lse(Call& c, const TensorView& q, const AttentionOptions& options, const Shape& expected,
+                std::initializer_list<int> axes, const char* op) {
+  if (!options.lse) return;
+  const TensorView& lse = *options.lse;
+  if (lse.dtype != DType::Float32) invalid(op, format("lse dtype must be float32, got {}", to_string(lse.dtype)));
+  if (!(lse.shape == expected)) {
+    invalid(op, format("lse shape {} must be {}", lse.shape.to_string(), expected.to_string()));
+  }
+  check_strides(lse, "lse", op);
+  check_device(lse, "lse", q, op);
+  check_data(lse, "lse", op);
+  c.has_lse = true;
+  c.lse = static_cast<float*>(lse.data);
+  int axis = 0;
+  for (int target : axes) {
+    if (target >= 0) c.lse_strides[target] = lse.strides[static_cast<std::size_t>(axis)];
+    ++axis;
+  }
+}
+
+}  // namespace detail
 
 Problem validate_problem(const Shape& q, const Shape& k, const Shape& v, DType q_dtype, DType k_dtype,
                          DType v_dtype, const AttentionOptions& options) {
@@ -184,34 +297,7 @@ Problem validate_problem(const Shape& q, const Shape& k, const Shape& v, DType q
               "the score bytes B * Hq * Lq * Lk * 4");
 
   if (options.mask) p.mask_kind = check_mask(*options.mask, p);
-  if (options.sinks) {
-    check_sinks(*options.sinks, p.q_heads);
-    p.has_sinks = true;
-  }
-  if (options.window) {
-    if (!options.causal) invalid(format("window ({}) requires causal", *options.window));
-    if (*options.window < 1) invalid(format("window must be >= 1, got {}", *options.window));
-    // A window of Lk keys or more hides nothing (row i's first key would be i + Lk - Lq - W + 1
-    // <= 0); storing at most Lk keeps every later sum in range.
-    p.window = std::min(*options.window, std::max<std::int64_t>(p.kv_len, 1));
-  }
-  if (options.softcap) {
-    const float cap = *options.softcap;
-    if (!(cap > 0.0f) || !std::isfinite(cap)) invalid(format("softcap must be finite and > 0, got {}", cap));
-    p.softcap = cap;
-  }
-  if (options.max_score_bytes) {
-    if (*options.max_score_bytes <= 0) {
-      invalid(format("max_score_bytes must be > 0, got {}", *options.max_score_bytes));
-    }
-    p.max_score_bytes = options.max_score_bytes;
-  }
-  if (options.max_scratch_bytes) {
-    if (*options.max_scratch_bytes <= 0) {
-      invalid(format("max_scratch_bytes must be > 0, got {}", *options.max_scratch_bytes));
-    }
-    p.max_scratch_bytes = options.max_scratch_bytes;
-  }
+  detail::check_options(p, options, kOp);
   return p;
 }
 
@@ -244,34 +330,10 @@ Call validate_call(const TensorView& q, const TensorView& k, const TensorView& v
   check_data(k, "k");
   check_data(v, "v");
   const Shape expected{q.shape[0], q.shape[1], q.shape[2], v.shape[3]};
-  if (!(out.shape == expected)) {
-    invalid(format("out shape {} must be {}", out.shape.to_string(), expected.to_string()));
-  }
-  check_strides(out, "out");
-  if (out.dtype != q.dtype) {
-    invalid(format("out dtype {} must equal q dtype {}", to_string(out.dtype), to_string(q.dtype)));
-  }
-  check_device(out, "out", q);
-  if (!std::isfinite(scale)) invalid(format("scale must be finite, got {}", scale));
-  check_data(out, "out");
-  if (options.mask) {
-    check_data(*options.mask, "mask");
-    check_device(*options.mask, "mask", q);
-  }
-  if (options.sinks) {
-    check_data(*options.sinks, "sinks");
-    check_device(*options.sinks, "sinks", q);
-  }
-  // Scratch buffers sit at multiples of 64 bytes from the arena's start and hold 8-byte
-  // integers and 16-byte vectors: 16 bytes is what malloc, cudaMalloc and every framework give.
-  if (options.workspace != nullptr && reinterpret_cast<std::uintptr_t>(options.workspace) % kWorkspaceAlignment != 0) {
-    invalid(format("workspace must be aligned to {} bytes, got address {}", kWorkspaceAlignment,
-                   reinterpret_cast<std::uintptr_t>(options.workspace)));
-  }
-  c.out = out.data;
+  detail::attach_output(c, q, out, expected, scale, options, kOp);
   c.out_strides = strides_of(out);
   c.out_rows_wide = rows_wide(out);
-  c.scale = scale;
+  detail::attach_lse(c, q, options, Shape{q.shape[0], q.shape[1], q.shape[2]}, {0, 1, 2}, kOp);
   return c;
 }
 
@@ -291,6 +353,9 @@ std::string describe(const Problem& p, const std::string& device) {
   if (p.mask_kind == MaskKind::Bool) text += ", boolean mask";
   if (p.mask_kind == MaskKind::Additive) text += ", additive mask";
   if (p.has_sinks) text += ", sinks";
+  if (p.form == Form::Ragged) text += format(", ragged: {} sequences of at most Lq, Lk", p.batch);
+  if (p.form == Form::Paged) text += format(", paged: {} sequences of at most Lk keys in pages of {}", p.batch, p.page_size);
+  if (p.has_lse) text += ", lse";
   if (p.softcap > 0.0f) text += format(", softcap {}", p.softcap);
   if (p.max_score_bytes) text += format(", max_score_bytes {}", *p.max_score_bytes);
   if (p.max_scratch_bytes) text += format(", max_scratch_bytes {}", *p.max_scratch_bytes);

@@ -8,6 +8,7 @@
 
 #include "call/call.hpp"
 #include "heed/options.hpp"
+#include "heed/serving.hpp"
 #include "heed/shape.hpp"
 #include "heed/tensor.hpp"
 
@@ -27,6 +28,13 @@ Call validate_views(const TensorView& q, const TensorView& k, const TensorView& 
 // the devices of mask and sinks, the workspace's alignment.
 Call validate_call(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                    float scale, const AttentionOptions& options);
+
+// The serving forms (serving.hpp): their views, metadata (validated fully where it is on the
+// host) and out, into one descriptor of Form Ragged or Paged.
+Call validate_ragged(const TensorView& q, const TensorView& k, const TensorView& v, const RaggedBatch& batch,
+                     const TensorView* out, float scale, const AttentionOptions& options);
+Call validate_paged(const TensorView& q, const TensorView& k_cache, const TensorView& v_cache, const PagedKv& pages,
+                    const TensorView* out, float scale, const AttentionOptions& options);
 
 // A caller's workspace must hold the plan's scratch.
 void check_workspace(const AttentionOptions& options, std::size_t scratch_bytes);

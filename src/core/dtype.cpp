@@ -11,6 +11,7 @@ std::size_t size_of(DType dtype) {
     case DType::Float16:
     case DType::BFloat16: return 2;
     case DType::Bool: return 1;
+    case DType::Int32: return 4;
   }
   return 0;
 }
@@ -21,6 +22,7 @@ const char* to_string(DType dtype) {
     case DType::Float16: return "float16";
     case DType::BFloat16: return "bfloat16";
     case DType::Bool: return "bool";
+    case DType::Int32: return "int32";
   }
   return "unknown";
 }
@@ -31,12 +33,13 @@ const char* short_name(DType dtype) {
     case DType::Float16: return "f16";
     case DType::BFloat16: return "bf16";
     case DType::Bool: return "bool";
+    case DType::Int32: return "i32";
   }
   return "unknown";
 }
 
 std::optional<DType> parse_dtype(std::string_view name) {
-  for (DType d : {DType::Float32, DType::Float16, DType::BFloat16, DType::Bool}) {
+  for (DType d : {DType::Float32, DType::Float16, DType::BFloat16, DType::Bool, DType::Int32}) {
     if (name == to_string(d) || name == short_name(d)) return d;
   }
   return std::nullopt;

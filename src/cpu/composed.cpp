@@ -23,10 +23,9 @@ struct Matrix {
   std::int64_t ld;
 };
 
-// Rows [first, first + count) of head (b, head) of a [B, H, L, E] tensor, in place or packed.
-Matrix rows_of(const void* base, DType dtype, const Strides& strides, std::int64_t b, std::int64_t head,
-               std::int64_t first, std::int64_t count, std::int64_t width, float* pack) {
-  const std::int64_t offset = b * strides[0] + head * strides[1] + first * strides[2];
+// `count` rows from element `offset`, `strides[2]` apart, in place or packed.
+Matrix rows_of(const void* base, DType dtype, const Strides& strides, std::int64_t offset, std::int64_t count,
+               std::int64_t width, float* pack) {
   if (pack == nullptr) return {static_cast<const float*>(base) + offset, std::max(strides[2], width)};
   for (std::int64_t row = 0; row < count; ++row) {
     load_row(base, dtype, offset + row * strides[2], strides[3], width, pack + row * width);
@@ -36,10 +35,10 @@ Matrix rows_of(const void* base, DType dtype, const Strides& strides, std::int64
 
 // One fused pass over a row of probabilities-to-be (q·k × dot_scale): softcap and masks, max,
 // exp, sum with the sink, and normalisation, by the score header's rules.
-void softmax_row(const Call& p, const score::Transform& transform, std::int64_t b, std::int64_t h, std::int64_t i,
-                 float* s) {
-  const std::int64_t keys = p.kv_len;
-  mask_scores(p, transform, b, h, i, 0, keys, s);
+void softmax_row(const Call& p, const score::Transform& transform, const Sequence& seq, std::int64_t h,
+                 std::int64_t i, float* s) {
+  const std::int64_t keys = seq.kv_len;
+  mask_scores(p, transform, seq, h, i, 0, keys, s);
   float row_max = kNegInf;
   for (std::int64_t j = 0; j < keys; ++j) row_max = s[j] > row_max ? s[j] : row_max;
   const float offset = score::exp_offset(row_max);
@@ -52,6 +51,7 @@ void softmax_row(const Call& p, const score::Transform& transform, std::int64_t 
   const float weight = score::finalize_weight(row_max, sum, sinks, sinks ? score::sink_logit(p.sinks, h) : 0.0f,
                                               [](float x) { return std::exp(x); });
   for (std::int64_t j = 0; j < keys; ++j) s[j] = score::finalize_value(s[j], weight);
+  store_lse(p, seq, h, i, row_max, sum);
 }
 
 struct ComposedBuffers {
@@ -62,17 +62,20 @@ struct ComposedBuffers {
   float* v;
 };
 
-void run_block(const Call& p, const ComposedBuffers& t, std::int64_t b, std::int64_t h,
+// Ragged sequences are dense in their rows; paged calls never plan this route.
+void run_block(const Call& p, const ComposedBuffers& t, const Sequence& seq, std::int64_t h,
                std::int64_t first_row, std::int64_t rows, std::int64_t& packed_kv) {
   const std::int64_t kv_head = h / p.group;
-  const std::int64_t Lk = p.kv_len, D = p.head_dim, Dv = p.value_dim;
+  const std::int64_t Lk = seq.kv_len, D = p.head_dim, Dv = p.value_dim;
   const score::Transform transform = score::transform(p, 1.0f);
-  const Matrix q = rows_of(p.q, p.dtype, p.q_strides, b, h, first_row, rows, D, t.q);
+  const Matrix q = rows_of(p.q, p.dtype, p.q_strides, call::row_offset(p.q_strides, seq, h, first_row), rows, D, t.q);
   // Packed K and V stay valid while consecutive tasks share a key head.
-  const std::int64_t kv_id = b * p.kv_heads + kv_head;
+  const std::int64_t kv_id = seq.index * p.kv_heads + kv_head;
   const bool reuse = t.k != nullptr && packed_kv == kv_id;
-  const Matrix k = rows_of(p.k, p.dtype, p.k_strides, b, kv_head, 0, reuse ? 0 : Lk, D, t.k);
-  const Matrix v = rows_of(p.v, p.dtype, p.v_strides, b, kv_head, 0, reuse ? 0 : Lk, Dv, t.v);
+  const Matrix k = rows_of(p.k, p.dtype, p.k_strides, call::key_offset(p, p.k_strides, seq, kv_head, 0),
+                           reuse ? 0 : Lk, D, t.k);
+  const Matrix v = rows_of(p.v, p.dtype, p.v_strides, call::key_offset(p, p.v_strides, seq, kv_head, 0),
+                           reuse ? 0 : Lk, Dv, t.v);
   packed_kv = kv_id;
   if (Lk > 0 && D > 0) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(rows), blas_int(Lk), blas_int(D), transform.dot_scale,
@@ -80,7 +83,7 @@ void run_block(const Call& p, const ComposedBuffers& t, std::int64_t b, std::int
   } else {
     std::fill(t.scores, t.scores + rows * Lk, 0.0f);
   }
-  for (std::int64_t row = 0; row < rows; ++row) softmax_row(p, transform, b, h, first_row + row, t.scores + row * Lk);
+  for (std::int64_t row = 0; row < rows; ++row) softmax_row(p, transform, seq, h, first_row + row, t.scores + row * Lk);
   if (Lk > 0) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(rows), blas_int(Dv), blas_int(Lk), 1.0f,
                 t.scores, blas_int(Lk), v.data, blas_int(v.ld), 0.0f, t.out, blas_int(Dv));
@@ -88,8 +91,8 @@ void run_block(const Call& p, const ComposedBuffers& t, std::int64_t b, std::int
     std::fill(t.out, t.out + rows * Dv, 0.0f);
   }
   for (std::int64_t row = 0; row < rows; ++row) {
-    store_row(p.out, p.dtype, b * p.out_strides[0] + h * p.out_strides[1] + (first_row + row) * p.out_strides[2],
-              p.out_strides[3], Dv, t.out + row * Dv);
+    store_row(p.out, p.dtype, call::row_offset(p.out_strides, seq, h, first_row + row), p.out_strides[3], Dv,
+              t.out + row * Dv);
   }
 }
 
@@ -109,11 +112,12 @@ void run_composed(const Call& p, const plan::CpuRoute& r, std::byte* scratch) {
                                   r.v_rows.at<float>(scratch, w)};
     const std::int64_t block = task % blocks;
     const std::int64_t head = (task / blocks) % p.q_heads;
-    const std::int64_t batch = task / (blocks * p.q_heads);
+    const Sequence seq = call::sequence(p, task / (blocks * p.q_heads));
     const std::int64_t first_row = block * r.rows;
+    if (first_row >= seq.q_len) return;  // a ragged sequence shorter than the longest
     std::int64_t unpacked = -1;
     std::int64_t* packed_kv = r.pack_inputs ? r.packed_kv_id.at<std::int64_t>(scratch, w) : &unpacked;
-    run_block(p, buffers, batch, head, first_row, std::min(r.rows, p.q_len - first_row), *packed_kv);
+    run_block(p, buffers, seq, head, first_row, std::min(r.rows, seq.q_len - first_row), *packed_kv);
   });
 }
 

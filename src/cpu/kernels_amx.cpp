@@ -156,10 +156,10 @@ void zero_weights(Bits* w, std::int64_t w_part, std::int64_t parts, std::int64_t
 // With more than one part (float16, float32 inputs), the weights are split as the operands are;
 // part i of row r's weights is at w + i * w_part.
 template <int kParts>
-bool softmax_to_bf16(const Call& p, const Workspace& t, std::int64_t b, std::int64_t row, RowAt at,
+bool softmax_to_bf16(const Call& p, const Workspace& t, const Sequence& seq, std::int64_t row, RowAt at,
                      std::int64_t key, std::int64_t count, float* s, Bits* w, std::int64_t w_part, std::int64_t depth,
                      std::int64_t columns) {
-  const KeyRange range = score::keys_for_row(p, at.position);
+  const KeyRange range = score::keys_for_row(p, seq, at.position);
   const std::int64_t first = std::clamp<std::int64_t>(range.begin - key, 0, count);
   const std::int64_t last = std::clamp<std::int64_t>(range.end - key, 0, count);
   if (first >= last) {
@@ -170,7 +170,7 @@ bool softmax_to_bf16(const Call& p, const Workspace& t, std::int64_t b, std::int
   float c = transform.dot_scale * microkernel::kLog2e;
   if (!transform.linear() || p.mask.kind != MaskKind::None) {  // transformed and masked, natural units
     for (std::int64_t j = first; j < last; ++j) s[j] *= transform.dot_scale;
-    mask_scores(p, transform, b, at.head, at.position, key + first, last - first, s + first);
+    mask_scores(p, transform, seq, at.head, at.position, key + first, last - first, s + first);
     c = microkernel::kLog2e;
   }
   // The largest s·c: where c > 0, the largest s times c (s·c rounds monotonically), without a
@@ -344,14 +344,13 @@ struct Packed {
 
 // Packs keys [tile * keys, +keys) of (b, kv_head); keys past Lk and dimensions past D / Dv
 // are zeros. Kᵀ moves 16 keys × 16 words at a time through a transpose.
-void pack_tile(const Call& p, const Packed& packed, std::int64_t b, std::int64_t kv_head,
+void pack_tile(const Call& p, const Packed& packed, const Sequence& seq, std::int64_t kv_head,
                std::int64_t tile) {
   const auto& amx = packed.amx;
-  const std::int64_t parts = amx.parts;
+  const std::int64_t parts = amx.parts, b = seq.index;
   const std::int64_t first = tile * amx.keys;
-  const std::int64_t count = std::min(amx.keys, p.kv_len - first);
-  const std::int64_t k_base = b * p.k_strides[0] + kv_head * p.k_strides[1] + first * p.k_strides[2];
-  const std::int64_t v_base = b * p.v_strides[0] + kv_head * p.v_strides[1] + first * p.v_strides[2];
+  const std::int64_t count = std::min(amx.keys, seq.kv_len - first);
+  KeyRows k_rows(p, p.k_strides, seq, kv_head), v_rows(p, p.v_strides, seq, kv_head);
   // Kᵀ: word (d/2, j) = (k[j][d], k[j][d + 1]).
   for (std::int64_t j0 = 0; j0 < amx.keys; j0 += 16) {
     for (std::int64_t d0 = 0; d0 < amx.depth; d0 += 32) {
@@ -362,7 +361,7 @@ void pack_tile(const Call& p, const Packed& packed, std::int64_t b, std::int64_t
           for (std::int64_t i = 0; i < parts; ++i) words[i][r] = _mm512_setzero_si512();
           continue;
         }
-        const std::int64_t row = k_base + j * p.k_strides[2];
+        const std::int64_t row = k_rows.offset(first + j);
         const Parts low = load_parts(p.k, p.dtype, row + d0 * p.k_strides[3], p.k_strides[3], p.head_dim - d0, parts);
         const Parts high = load_parts(p.k, p.dtype, row + (d0 + 16) * p.k_strides[3], p.k_strides[3],
                                       p.head_dim - d0 - 16, parts);
@@ -380,7 +379,7 @@ void pack_tile(const Call& p, const Packed& packed, std::int64_t b, std::int64_t
   // V: word (j/2, c) = (v[j][c], v[j + 1][c]).
   const auto value_parts = [&](std::int64_t j, std::int64_t c0) -> Parts {
     if (j >= count) return {};
-    return load_parts(p.v, p.dtype, v_base + j * p.v_strides[2] + c0 * p.v_strides[3], p.v_strides[3],
+    return load_parts(p.v, p.dtype, v_rows.offset(first + j) + c0 * p.v_strides[3], p.v_strides[3],
                       p.value_dim - c0, parts);
   };
   const auto pair = [](__m256i even, __m256i odd) {
@@ -415,7 +414,9 @@ struct Task {
 };
 
 void tiled_task(const Call& p, const plan::CpuRoute& r, const Packed& packed, const Task& task,
-                std::int64_t b, const Rows& rows) {
+                const Sequence& seq, const Rows& rows) {
+  if (rows.size() == 0) return;
+  const std::int64_t b = seq.index;
   const auto& amx = r.amx;
   const std::int64_t q_part = amx.rows * amx.depth, w_part = amx.rows * amx.keys;
   std::memset(task.q, 0, static_cast<std::size_t>(amx.parts * q_part) * sizeof(Bits));
@@ -423,7 +424,7 @@ void tiled_task(const Call& p, const plan::CpuRoute& r, const Packed& packed, co
   std::memset(task.t.accum, 0, static_cast<std::size_t>(amx.rows * amx.columns) * sizeof(float));
   for (std::int64_t row = 0; row < rows.size(); ++row) {
     const RowAt at = rows(row);
-    const std::int64_t from = b * p.q_strides[0] + at.head * p.q_strides[1] + at.position * p.q_strides[2];
+    const std::int64_t from = call::row_offset(p.q_strides, seq, at.head, at.position);
     for (std::int64_t d = 0; d < p.head_dim; d += 16) {
       const Parts parts = load_parts(p.q, p.dtype, from + d * p.q_strides[3], p.q_strides[3], p.head_dim - d, amx.parts);
       for (std::int64_t i = 0; i < amx.parts; ++i) {
@@ -435,14 +436,14 @@ void tiled_task(const Call& p, const plan::CpuRoute& r, const Packed& packed, co
   }
   const auto bytes = [](const void* pointer) { return static_cast<const std::byte*>(pointer); };
   // Only the packed tiles holding keys some row can see.
-  const std::int64_t key_begin = score::keys_for_row(p, rows.first).begin;
-  const std::int64_t key_end = score::keys_for_row(p, rows.first + rows.count - 1).end;
+  const std::int64_t key_begin = score::keys_for_row(p, seq, rows.first).begin;
+  const std::int64_t key_end = score::keys_for_row(p, seq, rows.first + rows.count - 1).end;
   std::optional<amx::Tiles> tiles;
   if (amx.tiles) tiles.emplace();
   for (std::int64_t tile = key_begin / amx.keys; key_begin < key_end && tile * amx.keys < key_end; ++tile) {
     const std::int64_t key = tile * amx.keys;
-    const std::int64_t count = std::min(amx.keys, p.kv_len - key);
-    if (amx.packing == plan::CpuRoute::Amx::Packing::PerTask) pack_tile(p, packed, b, rows.kv_head, tile);
+    const std::int64_t count = std::min(amx.keys, seq.kv_len - key);
+    if (amx.packing == plan::CpuRoute::Amx::Packing::PerTask) pack_tile(p, packed, seq, rows.kv_head, tile);
     const std::int64_t k_steps = amx.depth / amx::kTileDepth;
     amx::Product products[kMaxProducts];
     int product_count = split_products(amx.parts, bytes(task.q), q_part * 2, bytes(packed.k(p, b, rows.kv_head, tile)),
@@ -453,7 +454,7 @@ void tiled_task(const Call& p, const plan::CpuRoute& r, const Packed& packed, co
     bool any = false;
     with_parts(amx.parts, [&](auto parts) {
       for (std::int64_t row = 0; row < rows.size(); ++row) {
-        any |= softmax_to_bf16<decltype(parts)::value>(p, task.t, b, row, rows(row), key, count, task.s + row * amx.keys,
+        any |= softmax_to_bf16<decltype(parts)::value>(p, task.t, seq, row, rows(row), key, count, task.s + row * amx.keys,
                                                        task.w + row * amx.keys, w_part, depth, amx.columns);
       }
     });
@@ -465,10 +466,7 @@ void tiled_task(const Call& p, const plan::CpuRoute& r, const Packed& packed, co
                   reinterpret_cast<std::byte*>(task.t.accum), amx.columns * 4, amx.rows, amx.columns);
   }
   for (std::int64_t row = 0; row < rows.size(); ++row) {
-    const RowAt at = rows(row);
-    float* acc = task.t.accum + row * amx.columns;
-    finalize_row(p, at.head, natural_max(task.t.row_max[row]), task.t.row_sum[row], acc, acc);
-    store_out(p, b, at, acc);
+    finish_row(p, seq, rows(row), task.t.row_max[row], task.t.row_sum[row], task.t.accum + row * amx.columns);
   }
 }
 
@@ -494,7 +492,7 @@ void run_tiled_kernel(const Call& p, const plan::CpuRoute& r, std::byte* scratch
     t.accum_stride = amx.columns;
     const Task task{amx.q.at<Bits>(scratch, w), t.scores, amx.p.at<Bits>(scratch, w), t};
     const Packed slot{amx, amx.packed.at<std::byte>(scratch, amx.packing == Packing::PerTask ? w : 0)};
-    tiled_task(p, r, slot, task, at.batch, at.rows);
+    tiled_task(p, r, slot, task, at.seq, at.rows);
   };
   // Packs pairs [first, first + count) (grid [key tiles, Hkv, B], or [key tiles, 1, 1] for one).
   const auto pack_pairs = [&](std::int64_t first, std::int64_t count) {
@@ -502,7 +500,7 @@ void run_tiled_kernel(const Call& p, const plan::CpuRoute& r, std::byte* scratch
                                      count == 1 ? 1 : p.batch);
     parallel_for(r.plan.workers, count * amx.key_tiles, [&](std::int64_t work, int) {
       const std::int64_t tile = work % amx.key_tiles, pair = first + work / amx.key_tiles;
-      pack_tile(p, packed, pair / p.kv_heads, pair % p.kv_heads, tile);
+      pack_tile(p, packed, call::sequence(p, pair / p.kv_heads), pair % p.kv_heads, tile);
     });
   };
   if (amx.packing == Packing::PerHead) {

@@ -71,10 +71,9 @@ struct RowAt {
   std::int64_t position;
 };
 
-void start_row(const Call& p, const Workspace& t, std::int64_t b, std::int64_t row, RowAt at) {
+void start_row(const Call& p, const Workspace& t, const Sequence& seq, std::int64_t row, RowAt at) {
   float* q = t.q + row * p.head_dim;
-  widen_row(p.q, p.dtype, b * p.q_strides[0] + at.head * p.q_strides[1] + at.position * p.q_strides[2],
-            p.q_strides[3], p.head_dim, q);
+  widen_row(p.q, p.dtype, call::row_offset(p.q_strides, seq, at.head, at.position), p.q_strides[3], p.head_dim, q);
   // The transform's dot_scale folded into q: scores are q·k × dot_scale as they come out.
   const float dot_scale = score::transform(p, 1.0f).dot_scale;
   for (std::int64_t d = 0; d < p.head_dim; ++d) q[d] *= dot_scale;
@@ -87,15 +86,14 @@ void start_row(const Call& p, const Workspace& t, std::int64_t b, std::int64_t r
 // float32 value rows with a contiguous last dimension are multiplied where they are.
 bool values_in_place(const Call& p) { return p.dtype == DType::Float32 && p.v_strides[3] == 1; }
 
-// Loads keys [key, key + count) of (b, kv_head) as Kᵀ [D × ldk] (zero-padded) and, unless they
-// are used in place, V rows.
-void load_key_tile(const Call& p, const Workspace& t, std::int64_t b, std::int64_t kv_head,
+// Loads keys [key, key + count) of (sequence, kv_head) as Kᵀ [D × ldk] (zero-padded) and, unless
+// they are used in place, V rows.
+void load_key_tile(const Call& p, const Workspace& t, const Sequence& seq, std::int64_t kv_head,
                    std::int64_t key, std::int64_t count, std::int64_t ldk) {
   const std::int64_t D = p.head_dim, Dv = p.value_dim;
-  const std::int64_t k_base = b * p.k_strides[0] + kv_head * p.k_strides[1];
-  const std::int64_t v_base = b * p.v_strides[0] + kv_head * p.v_strides[1];
+  KeyRows k_rows(p, p.k_strides, seq, kv_head), v_rows(p, p.v_strides, seq, kv_head);
   for (std::int64_t v_row = 0; v_row < count && !values_in_place(p); ++v_row) {
-    widen_row(p.v, p.dtype, v_base + (key + v_row) * p.v_strides[2], p.v_strides[3], Dv, t.v + v_row * Dv);
+    widen_row(p.v, p.dtype, v_rows.offset(key + v_row), p.v_strides[3], Dv, t.v + v_row * Dv);
   }
   // Kᵀ in blocks of 16 keys: 16 rows converted into L1, then written 16 contiguous floats at
   // a time (column stores at the tile's stride would cost a cache line each).
@@ -103,9 +101,10 @@ void load_key_tile(const Call& p, const Workspace& t, std::int64_t b, std::int64
     const std::int64_t rows = std::clamp<std::int64_t>(count - first, 0, kKeyLanes);
 #if defined(__AVX512F__)
     // 16 whole 16-bit rows are widened by the transpose's own loads, not staged in k_row.
-    if (rows == kKeyLanes && p.dtype != DType::Float32 && p.k_strides[3] == 1 && D % kKeyLanes == 0) {
+    if (rows == kKeyLanes && p.dtype != DType::Float32 && p.k_strides[3] == 1 && D % kKeyLanes == 0 &&
+        k_rows.run(key + first) >= kKeyLanes) {
       const auto transpose = [&](const auto* k) {
-        const auto* block = k + k_base + (key + first) * p.k_strides[2];
+        const auto* block = k + k_rows.offset(key + first);
         for (std::int64_t d = 0; d < D; d += kKeyLanes) {
           microkernel::transpose16(block + d, p.k_strides[2], t.k_t + d * ldk + first, ldk);
         }
@@ -119,7 +118,7 @@ void load_key_tile(const Call& p, const Workspace& t, std::int64_t b, std::int64
     }
 #endif
     for (std::int64_t j = 0; j < rows; ++j) {
-      widen_row(p.k, p.dtype, k_base + (key + first + j) * p.k_strides[2], p.k_strides[3], D, t.k_row + j * D);
+      widen_row(p.k, p.dtype, k_rows.offset(key + first + j), p.k_strides[3], D, t.k_row + j * D);
     }
     for (std::int64_t j = rows; j < kKeyLanes; ++j) {
       for (std::int64_t d = 0; d < D; ++d) t.k_row[j * D + d] = 0.0f;
@@ -140,17 +139,17 @@ void load_key_tile(const Call& p, const Workspace& t, std::int64_t b, std::int64
 // Turns row `row`'s scores into weights exp(s - new max) and rescales its running state;
 // returns false (weights zero) when the row sees no key of the tile. Only the keys inside
 // the row's causal / window range are transformed, masked, maxed and exponentiated.
-bool softmax_step(const Call& p, const Workspace& t, std::int64_t b, std::int64_t row, RowAt at,
+bool softmax_step(const Call& p, const Workspace& t, const Sequence& seq, std::int64_t row, RowAt at,
                   std::int64_t key, std::int64_t count, std::int64_t ldk) {
   float* s = t.scores + row * ldk;
-  const KeyRange range = score::keys_for_row(p, at.position);
+  const KeyRange range = score::keys_for_row(p, seq, at.position);
   const std::int64_t first = std::clamp<std::int64_t>(range.begin - key, 0, count);
   const std::int64_t last = std::clamp<std::int64_t>(range.end - key, 0, count);
   float tile_max = kNegInf;
   if (first < last) {
     const score::Transform transform = score::transform(p, 1.0f);
     if (!transform.linear() || p.mask.kind != MaskKind::None) {
-      mask_scores(p, transform, b, at.head, at.position, key + first, last - first, s + first);
+      mask_scores(p, transform, seq, at.head, at.position, key + first, last - first, s + first);
     }
     tile_max = microkernel::max_of(s + first, last - first);
   }
@@ -193,38 +192,39 @@ const float* row_as_float(const void* base, DType dtype, std::int64_t offset, st
 // to the hardware.
 class RowPrefetch {
  public:
-  RowPrefetch(const void* base, DType dtype, std::int64_t offset, const Strides& strides,
-              std::int64_t width, std::int64_t end_row) {
-    const auto bytes = static_cast<std::int64_t>(size_of(dtype));
+  RowPrefetch(const Call& p, const void* base, const Strides& strides, const Sequence& seq, std::int64_t head,
+              std::int64_t width)
+      : rows_(p, strides, seq, head) {
+    const auto bytes = static_cast<std::int64_t>(size_of(p.dtype));
     if (strides[3] != 1) return;
-    base_ = static_cast<const char*>(base) + offset * bytes;
-    row_stride_ = strides[2] * bytes;
+    base_ = static_cast<const char*>(base);
+    bytes_ = bytes;
     row_bytes_ = width * bytes;
     ahead_ = std::max<std::int64_t>(1, plan::cpu::kVectorPrefetchBytes / std::max<std::int64_t>(row_bytes_, 1));
-    end_row_ = end_row;
+    end_row_ = seq.kv_len;
   }
-  // Row `row` (of the tensor's rows) is in use now.
-  void at(std::int64_t row) const {
+  // Row `row` (of the sequence's key rows) is in use now.
+  void at(std::int64_t row) {
     if (base_ == nullptr || row + ahead_ >= end_row_) return;
-    const char* next = base_ + (row + ahead_) * row_stride_;
+    const char* next = base_ + rows_.offset(row + ahead_) * bytes_;
     for (std::int64_t line = 0; line < row_bytes_; line += 64) __builtin_prefetch(next + line, 0, 1);
   }
 
  private:
+  KeyRows rows_;
   const char* base_ = nullptr;
-  std::int64_t row_stride_ = 0, row_bytes_ = 0, ahead_ = 0, end_row_ = 0;
+  std::int64_t bytes_ = 0, row_bytes_ = 0, ahead_ = 0, end_row_ = 0;
 };
 
 // Few rows (decode): each key row is read once, in place where it is float32, and scored
 // against every row; no transposed tile is built.
 template <typename RowOf>
-void fold_key_rows(const Call& p, const Workspace& t, std::int64_t b, std::int64_t kv_head,
+void fold_key_rows(const Call& p, const Workspace& t, const Sequence& seq, std::int64_t kv_head,
                    std::int64_t rows, RowOf row_of, std::int64_t key, std::int64_t count) {
   const std::int64_t ldk = round_up_lanes(count);
-  const std::int64_t k_base = b * p.k_strides[0] + kv_head * p.k_strides[1];
-  const std::int64_t v_base = b * p.v_strides[0] + kv_head * p.v_strides[1];
-  const RowPrefetch k_ahead(p.k, p.dtype, k_base, p.k_strides, p.head_dim, p.kv_len);
-  const RowPrefetch v_ahead(p.v, p.dtype, v_base, p.v_strides, p.value_dim, p.kv_len);
+  KeyRows k_rows(p, p.k_strides, seq, kv_head), v_rows(p, p.v_strides, seq, kv_head);
+  RowPrefetch k_ahead(p, p.k, p.k_strides, seq, kv_head, p.head_dim);
+  RowPrefetch v_ahead(p, p.v, p.v_strides, seq, kv_head, p.value_dim);
   // 16-bit rows with a contiguous last dimension are widened in registers, not copied.
   const auto each_row = [&](const void* base, std::int64_t offset, std::int64_t stride, std::int64_t width,
                             float* buffer, auto&& use) {
@@ -238,40 +238,48 @@ void fold_key_rows(const Call& p, const Workspace& t, std::int64_t b, std::int64
     // place); group_task sends at most kDirectMaxRows rows here.
     static_assert(kDirectMaxRows <= kKeyLanes, "q's rows in pair order fit k_row");
     microkernel::pair_order(t.q, rows, p.head_dim, t.k_row);
-    const auto* k = static_cast<const microkernel::Bf16*>(p.k) + k_base + key * p.k_strides[2];
+    const auto* k = static_cast<const microkernel::Bf16*>(p.k);
     for (std::int64_t j = 0; j < count; ++j) {
       k_ahead.at(key + j);
-      microkernel::dot_all_rows_pairs(t.k_row, rows, p.head_dim, k + j * p.k_strides[2], t.scores + j, ldk);
+      microkernel::dot_all_rows_pairs(t.k_row, rows, p.head_dim, k + k_rows.offset(key + j), t.scores + j, ldk);
     }
   } else
 #endif
   for (std::int64_t j = 0; j < count; ++j) {
     k_ahead.at(key + j);
-    each_row(p.k, k_base + (key + j) * p.k_strides[2], p.k_strides[3], p.head_dim, t.k_row, [&](const auto* k) {
+    each_row(p.k, k_rows.offset(key + j), p.k_strides[3], p.head_dim, t.k_row, [&](const auto* k) {
       microkernel::dot_all_rows(t.q, rows, p.head_dim, k, t.scores + j, ldk);
     });
   }
   bool any = false;
-  for (std::int64_t row = 0; row < rows; ++row) any |= softmax_step(p, t, b, row, row_of(row), key, count, ldk);
+  for (std::int64_t row = 0; row < rows; ++row) any |= softmax_step(p, t, seq, row, row_of(row), key, count, ldk);
   if (!any) return;
   if (p.v_strides[3] == 1 && p.dtype != DType::Float32) {
     // 16-bit value rows read in place by the register-blocked product, 16 keys at a time:
     // each value is widened once (not once per row), the rows stay in L1 while every column
     // block passes over them, and the stream stays sequential. (float32 rows stream faster
-    // through the per-key loop below: 1 thread, Llama decode 32k keys, 27 vs 31 ms.)
+    // through the per-key loop below: 1 thread, Llama decode 32k keys, 27 vs 31 ms.) Keys
+    // that straddle a page take the per-key loop.
     const auto accumulate = [&](const auto* v) {
       for (std::int64_t j = 0; j < count; j += kKeyLanes) {
-        for (std::int64_t i = j; i < std::min(j + kKeyLanes, count); ++i) v_ahead.at(key + i);
-        microkernel::accumulate_values(t.scores + j, ldk, rows, std::min(kKeyLanes, count - j),
-                                       v + (key + j) * p.v_strides[2], p.v_strides[2], p.value_dim, t.accum);
+        const std::int64_t n = std::min(kKeyLanes, count - j);
+        for (std::int64_t i = j; i < j + n; ++i) v_ahead.at(key + i);
+        if (v_rows.run(key + j) >= n) {
+          microkernel::accumulate_values(t.scores + j, ldk, rows, n, v + v_rows.offset(key + j), p.v_strides[2],
+                                         p.value_dim, t.accum);
+          continue;
+        }
+        for (std::int64_t i = j; i < j + n; ++i) {
+          microkernel::axpy_all_rows(t.scores + i, ldk, rows, v + v_rows.offset(key + i), p.value_dim, t.accum);
+        }
       }
     };
-    if (p.dtype == DType::BFloat16) return accumulate(static_cast<const microkernel::Bf16*>(p.v) + v_base);
-    return accumulate(static_cast<const microkernel::F16*>(p.v) + v_base);
+    if (p.dtype == DType::BFloat16) return accumulate(static_cast<const microkernel::Bf16*>(p.v));
+    return accumulate(static_cast<const microkernel::F16*>(p.v));
   }
   for (std::int64_t j = 0; j < count; ++j) {
     v_ahead.at(key + j);
-    each_row(p.v, v_base + (key + j) * p.v_strides[2], p.v_strides[3], p.value_dim, t.v, [&](const auto* v) {
+    each_row(p.v, v_rows.offset(key + j), p.v_strides[3], p.value_dim, t.v, [&](const auto* v) {
       microkernel::axpy_all_rows(t.scores + j, ldk, rows, v, p.value_dim, t.accum);
     });
   }
@@ -279,18 +287,24 @@ void fold_key_rows(const Call& p, const Workspace& t, std::int64_t b, std::int64
 
 // Folds keys [key, key + count) into the running state of `rows` rows.
 template <typename RowOf>
-void fold_key_tile(const Call& p, const Workspace& t, std::int64_t b, std::int64_t kv_head,
+void fold_key_tile(const Call& p, const Workspace& t, const Sequence& seq, std::int64_t kv_head,
                    std::int64_t rows, RowOf row_of, std::int64_t key, std::int64_t count) {
   const std::int64_t ldk = round_up_lanes(count);
-  load_key_tile(p, t, b, kv_head, key, count, ldk);
+  load_key_tile(p, t, seq, kv_head, key, count, ldk);
   microkernel::scores_tile(t.q, rows, p.head_dim, t.k_t, ldk, t.scores);
   bool any = false;
-  for (std::int64_t row = 0; row < rows; ++row) any |= softmax_step(p, t, b, row, row_of(row), key, count, ldk);
+  for (std::int64_t row = 0; row < rows; ++row) any |= softmax_step(p, t, seq, row, row_of(row), key, count, ldk);
   if (!any) return;
   if (values_in_place(p)) {
-    const std::int64_t first = b * p.v_strides[0] + kv_head * p.v_strides[1] + key * p.v_strides[2];
-    return microkernel::accumulate_values(t.scores, ldk, rows, count, static_cast<const float*>(p.v) + first,
-                                          p.v_strides[2], p.value_dim, t.accum);
+    // One product per run of rows at one stride (the whole tile, unless it straddles pages).
+    KeyRows v_rows(p, p.v_strides, seq, kv_head);
+    for (std::int64_t j = 0; j < count;) {
+      const std::int64_t n = std::min(count - j, v_rows.run(key + j));
+      microkernel::accumulate_values(t.scores + j, ldk, rows, n, static_cast<const float*>(p.v) + v_rows.offset(key + j),
+                                     p.v_strides[2], p.value_dim, t.accum);
+      j += n;
+    }
+    return;
   }
   microkernel::accumulate_values(t.scores, ldk, rows, count, t.v, p.value_dim, p.value_dim, t.accum);
 }
@@ -298,9 +312,16 @@ void fold_key_tile(const Call& p, const Workspace& t, std::int64_t b, std::int64
 // A row maximum kept in log2 units, in the natural units finalize_row takes.
 float natural_max(float max_log2) { return max_log2 == kNegInf ? max_log2 : max_log2 * microkernel::kLn2; }
 
-void store_out(const Call& p, std::int64_t b, RowAt at, const float* values) {
-  store_row(p.out, p.dtype, b * p.out_strides[0] + at.head * p.out_strides[1] + at.position * p.out_strides[2],
-            p.out_strides[3], p.value_dim, values);
+void store_out(const Call& p, const Sequence& seq, RowAt at, const float* values) {
+  store_row(p.out, p.dtype, call::row_offset(p.out_strides, seq, at.head, at.position), p.out_strides[3], p.value_dim,
+            values);
+}
+
+// The finished row: out, and its log-sum-exp where asked for (m in log2 units, as kept).
+void finish_row(const Call& p, const Sequence& seq, RowAt at, float max_log2, float sum, float* acc) {
+  finalize_row(p, at.head, natural_max(max_log2), sum, acc, acc);
+  store_out(p, seq, at, acc);
+  store_lse(p, seq, at.head, at.position, natural_max(max_log2), sum);
 }
 
 // The query rows of one task: positions [first, first + count) of every query head of key
@@ -317,32 +338,42 @@ struct Rows {
 
 // The tiled tasks: one per (batch, key head, block of block_q query positions), `blocks` of
 // them per key head. Longest first: under causal masking later query blocks see more keys,
-// so they start first.
+// so they start first. A ragged or paged batch runs its blocks from the last down across all
+// sequences, so the longest sequences' blocks start first; blocks past a sequence's queries are
+// empty (count 0).
 struct TiledTask {
-  std::int64_t batch;
+  Sequence seq;
   Rows rows;
 };
 TiledTask tiled_task_at(const Call& p, const plan::CpuRoute& r, std::int64_t task, std::int64_t blocks) {
-  const std::int64_t block = p.causal ? blocks - 1 - task % blocks : task % blocks;
+  std::int64_t block = 0, pair = 0;
+  if (p.form == call::Form::Dense) {
+    block = p.causal ? blocks - 1 - task % blocks : task % blocks;
+    pair = task / blocks;
+  } else {
+    block = blocks - 1 - task / (p.batch * p.kv_heads);
+    pair = task % (p.batch * p.kv_heads);
+  }
+  const Sequence seq = call::sequence(p, pair / p.kv_heads);
   const std::int64_t first = block * r.block_q;
-  return {task / (blocks * p.kv_heads),
-          Rows{(task / blocks) % p.kv_heads, first, std::min(r.block_q, p.q_len - first), p.group}};
+  return {seq, Rows{pair % p.kv_heads, first, std::clamp<std::int64_t>(seq.q_len - first, 0, r.block_q), p.group}};
 }
 
 // Folds keys [key_begin, key_end) in tiles of tile_keys into the rows' state; then writes
 // the rows to out, or [max, sum, Dv values] per row into `partial` for a later merge.
-void group_task(const Call& p, const Workspace& t, std::int64_t b, const Rows& rows,
+void group_task(const Call& p, const Workspace& t, const Sequence& seq, const Rows& rows,
                 std::int64_t key_begin, std::int64_t key_end, std::int64_t tile_keys, float* partial) {
-  for (std::int64_t row = 0; row < rows.size(); ++row) start_row(p, t, b, row, rows(row));
+  if (rows.size() == 0) return;
+  for (std::int64_t row = 0; row < rows.size(); ++row) start_row(p, t, seq, row, rows(row));
   // Only keys some row can see: tiles wholly masked by causal or window geometry are skipped.
-  key_begin = std::max(key_begin, score::keys_for_row(p, rows.first).begin);
-  key_end = std::min(key_end, score::keys_for_row(p, rows.first + rows.count - 1).end);
+  key_begin = std::max(key_begin, score::keys_for_row(p, seq, rows.first).begin);
+  key_end = std::min(key_end, score::keys_for_row(p, seq, rows.first + rows.count - 1).end);
   for (std::int64_t key = key_begin; key < key_end; key += tile_keys) {
     const std::int64_t count = std::min(tile_keys, key_end - key);
     if (rows.size() <= kDirectMaxRows) {
-      fold_key_rows(p, t, b, rows.kv_head, rows.size(), rows, key, count);
+      fold_key_rows(p, t, seq, rows.kv_head, rows.size(), rows, key, count);
     } else {
-      fold_key_tile(p, t, b, rows.kv_head, rows.size(), rows, key, count);
+      fold_key_tile(p, t, seq, rows.kv_head, rows.size(), rows, key, count);
     }
   }
   for (std::int64_t row = 0; row < rows.size(); ++row) {
@@ -354,17 +385,18 @@ void group_task(const Call& p, const Workspace& t, std::int64_t b, const Rows& r
       for (std::int64_t d = 0; d < p.value_dim; ++d) slot[2 + d] = acc[d];
       continue;
     }
-    finalize_row(p, rows(row).head, natural_max(t.row_max[row]), t.row_sum[row], acc, acc);
-    store_out(p, b, rows(row), acc);
+    finish_row(p, seq, rows(row), t.row_max[row], t.row_sum[row], acc);
   }
 }
 
 // Vector pass 2: rescales each block's partial to the common max and sums them.
 void merge_task(const Call& p, const plan::CpuRoute& r, const float* partials, std::int64_t task,
                 float* acc) {
-  const std::int64_t b = task / p.kv_heads, kv_head = task % p.kv_heads, Dv = p.value_dim;
+  const std::int64_t kv_head = task % p.kv_heads, Dv = p.value_dim;
+  const Sequence seq = call::sequence(p, task / p.kv_heads);
+  const Rows rows{kv_head, 0, seq.q_len, p.group};
   const std::int64_t block_stride = r.vector_rows * (Dv + 2);
-  for (std::int64_t row = 0; row < r.vector_rows; ++row) {
+  for (std::int64_t row = 0; row < rows.size(); ++row) {
     const float* first = partials + task * r.key_blocks * block_stride + row * (Dv + 2);
     float frame = kNegInf;
     for (std::int64_t block = 0; block < r.key_blocks; ++block) {
@@ -381,9 +413,7 @@ void merge_task(const Call& p, const plan::CpuRoute& r, const float* partials, s
       if (weight == 0.0f) continue;
       for (std::int64_t d = 0; d < Dv; ++d) acc[d] += slot[2 + d] * weight;
     }
-    const RowAt at = Rows{kv_head, 0, p.q_len, p.group}(row);
-    finalize_row(p, at.head, natural_max(frame), sum, acc, acc);
-    store_out(p, b, at, acc);
+    finish_row(p, seq, rows(row), frame, sum, acc);
   }
 }
 
@@ -396,7 +426,7 @@ void run_tiled_kernel(const Call& p, const plan::CpuRoute& r, std::byte* scratch
   const profile::Dispatch dispatch(r.plan.kernel_name.c_str(), blocks, p.kv_heads, p.batch);
   parallel_for(r.plan.workers, p.batch * p.kv_heads * blocks, [&](std::int64_t task, int worker) {
     const TiledTask at = tiled_task_at(p, r, task, blocks);
-    group_task(p, workspace_of(p, r, scratch, worker, p.group * r.block_q), at.batch, at.rows, 0, p.kv_len,
+    group_task(p, workspace_of(p, r, scratch, worker, p.group * r.block_q), at.seq, at.rows, 0, at.seq.kv_len,
                r.block_k, nullptr);
   });
 }
@@ -407,10 +437,11 @@ void vector_pass(const Call& p, const plan::CpuRoute& r, std::byte* scratch, flo
   const std::int64_t partial_floats = r.vector_rows * (p.value_dim + 2);
   parallel_for(r.plan.workers, p.batch * p.kv_heads * r.key_blocks, [&](std::int64_t work, int worker) {
     const std::int64_t task = work / r.key_blocks;
-    const std::int64_t key_begin = score::keys_for_row(p, 0).begin + (work % r.key_blocks) * r.keys_per_block;
-    group_task(p, workspace_of(p, r, scratch, worker, r.vector_rows), task / p.kv_heads,
-               Rows{task % p.kv_heads, 0, p.q_len, p.group}, key_begin, key_begin + r.keys_per_block,
-               r.key_chunk, partials != nullptr ? partials + work * partial_floats : nullptr);
+    const Sequence seq = call::sequence(p, task / p.kv_heads);
+    const std::int64_t key_begin = score::keys_for_row(p, seq, 0).begin + (work % r.key_blocks) * r.keys_per_block;
+    group_task(p, workspace_of(p, r, scratch, worker, r.vector_rows), seq, Rows{task % p.kv_heads, 0, seq.q_len, p.group},
+               key_begin, key_begin + r.keys_per_block, r.key_chunk,
+               partials != nullptr ? partials + work * partial_floats : nullptr);
   });
 }
 

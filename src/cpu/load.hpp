@@ -34,6 +34,7 @@ inline float load_element(const void* base, DType dtype, std::int64_t offset) {
     case DType::Float16: return half_bits_to_float(static_cast<const std::uint16_t*>(base)[offset]);
     case DType::BFloat16: return bfloat16_bits_to_float(static_cast<const std::uint16_t*>(base)[offset]);
     case DType::Bool: return static_cast<const std::uint8_t*>(base)[offset] != 0 ? 1.0f : 0.0f;
+    case DType::Int32: return static_cast<float>(static_cast<const std::int32_t*>(base)[offset]);
   }
   return 0.0f;
 }
@@ -111,7 +112,8 @@ inline void store_row(void* base, DType dtype, std::int64_t offset, std::int64_t
       for (std::int64_t e = 0; e < count; ++e) row[e * stride] = float_to_bfloat16_bits(src[e]);
       return;
     }
-    case DType::Bool: return;
+    case DType::Bool:
+    case DType::Int32: return;
   }
 }
 

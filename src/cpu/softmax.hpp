@@ -24,19 +24,19 @@ inline void finish_scores(const score::Transform& transform, float* s, std::int6
   for (; j < count; ++j) s[j] = transform.finish(s[j], tanh);
 }
 
-// Scores s[0..count) of keys first..first+count of row (b, h, i), each q·k × dot_scale: the
-// transform finished where it is not linear, then keys outside the causal / window range and keys a
-// boolean mask hides become -inf, and an additive mask is added.
-inline void mask_scores(const Call& p, const score::Transform& transform, std::int64_t b, std::int64_t h,
+// Scores s[0..count) of keys first..first+count of row (h, i) of a sequence, each q·k × dot_scale:
+// the transform finished where it is not linear, then keys outside the causal / window range and
+// keys a boolean mask hides become -inf, and an additive mask is added.
+inline void mask_scores(const Call& p, const score::Transform& transform, const Sequence& seq, std::int64_t h,
                         std::int64_t i, std::int64_t first, std::int64_t count, float* s) {
   if (!transform.linear()) finish_scores(transform, s, count);
-  const KeyRange range = score::keys_for_row(p, i);
+  const KeyRange range = score::keys_for_row(p, seq, i);
   for (std::int64_t j = 0; j < count; ++j) {
     if (first + j < range.begin || first + j >= range.end) s[j] = kNegInf;
   }
   const call::Mask& m = p.mask;
   if (m.kind == MaskKind::None) return;
-  const std::int64_t row = score::mask_offset(m, b, h, i, first);
+  const std::int64_t row = score::mask_offset(m, seq.index, h, i, first);
   for (std::int64_t j = 0; j < count; ++j) {
     s[j] = score::masked(s[j], score::mask_term_of(m.kind, load_element(m.data, m.dtype, row + j * m.strides[3])));
   }

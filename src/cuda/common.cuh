@@ -44,7 +44,8 @@ __device__ __forceinline__ void store_element(void* base, DType type, std::int64
     case DType::Float32: static_cast<float*>(base)[offset] = value; break;
     case DType::Float16: static_cast<__half*>(base)[offset] = __float2half_rn(value); break;
     case DType::BFloat16: static_cast<__nv_bfloat16*>(base)[offset] = __float2bfloat16_rn(value); break;
-    case DType::Bool: break;
+    case DType::Bool:
+    case DType::Int32: break;
   }
 }
 

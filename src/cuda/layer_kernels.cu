@@ -58,7 +58,8 @@ void dispatch_type(DType type, Launch&& launch) {
     case DType::Float32: return launch(float{});
     case DType::Float16: return launch(__half{});
     case DType::BFloat16: return launch(__nv_bfloat16{});
-    case DType::Bool: break;
+    case DType::Bool:
+    case DType::Int32: break;
   }
   throw Error(ErrorKind::Internal, std::string("[") + kOp + "] the layer's rows have no floating type");
 }

@@ -385,6 +385,7 @@ __device__ __forceinline__ void apply_call_mask(Scores<kNTiles>& s, const Call& 
     case DType::Float16: apply_mask<__half, false, kNTiles>(s, g.mask, mask_row, at.quad_col, lo, hi); break;
     case DType::BFloat16: apply_mask<__nv_bfloat16, false, kNTiles>(s, g.mask, mask_row, at.quad_col, lo, hi); break;
     case DType::Float32: apply_mask<float, false, kNTiles>(s, g.mask, mask_row, at.quad_col, lo, hi); break;
+    case DType::Int32: break;  // validation admits no integer mask
   }
 }
 

@@ -76,7 +76,8 @@ void run_vector(const VectorArgs& args, const plan::CudaRoute& route, cudaStream
     case DType::Float32: return run_typed<float>(args, route, stream);
     case DType::Float16: return run_typed<__half>(args, route, stream);
     case DType::BFloat16: return run_typed<__nv_bfloat16>(args, route, stream);
-    case DType::Bool: break;
+    case DType::Bool:
+    case DType::Int32: break;
   }
   throw Error(ErrorKind::Internal, "[heed::attention] vector route: unsupported dtype");
 }

@@ -352,6 +352,10 @@ Pick choose_route(const Problem& p, Fits fits, MinCaps mins, AttentionPlan& plan
       reasons.push_back("route vector: asked for by the caller");
       return Pick::Vector;
     case RouteChoice::Composed:
+      if (p.form == call::Form::Paged) {
+        throw Error(ErrorKind::Unsupported, format("[{}] route composed reads K and V as BLAS matrices, which a paged "
+                                                   "cache is not; use auto, vector or tiled", call::kPagedOp));
+      }
       if (!fits.composed) no_route_fits(p, "the composed route (one row of Lk scores)", mins.composed);
       reasons.push_back("route composed: asked for by the caller");
       return Pick::Composed;
@@ -362,7 +366,8 @@ Pick choose_route(const Problem& p, Fits fits, MinCaps mins, AttentionPlan& plan
     case RouteChoice::Auto:
       break;
   }
-  const Pick preferred = p.kv_len <= kComposedMaxKeys ? Pick::Composed
+  // A paged cache is no BLAS matrix: its calls take the fused routes.
+  const Pick preferred = p.kv_len <= kComposedMaxKeys && p.form != call::Form::Paged ? Pick::Composed
                          : rows <= kVectorMaxRows        ? Pick::Vector
                                                          : Pick::Tiled;
   Pick pick = Pick::Tiled;
@@ -398,6 +403,13 @@ void plan_empty(CpuRoute& r, const Problem& p, const CpuInfo& cpu) {
   r.plan.kernel_name = kernel_name(route_name(r.plan.kernel), p.dtype);
 }
 
+// How the bfloat16 units' K and V are packed before any budget: once for a dense call; per task
+// for ragged and paged ones, whose packed tiles would otherwise be sized for every sequence at
+// the longest length (and, paged, gather the cache into a copy).
+CpuRoute::Amx::Packing first_packing(const Problem& p) {
+  return p.form == call::Form::Dense ? CpuRoute::Amx::Packing::Once : CpuRoute::Amx::Packing::PerTask;
+}
+
 // Under max_scratch_bytes: K and V packed per key head or per task where the tiled route would
 // pack them whole, then fewer workers, until the layout fits; else the smallest budget, named.
 template <typename Build>
@@ -406,8 +418,8 @@ void fit_scratch_budget(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const
   const std::size_t unbounded = r.plan.scratch_bytes;
   if (unbounded <= budget) return;
   using Packing = CpuRoute::Amx::Packing;
-  Packing packing = Packing::Once;
-  if (r.amx.on) {
+  Packing packing = first_packing(p);
+  if (r.amx.on && packing == Packing::Once) {
     // One (batch, key head) at a time where its query blocks keep every worker busy; else per task.
     const std::int64_t blocks = ceil_div(p.q_len, r.block_q);
     packing = blocks >= r.plan.workers ? Packing::PerHead : Packing::PerTask;
@@ -494,7 +506,7 @@ CpuRoute plan_cpu(const Problem& p, const CpuInfo& cpu, const PlanOverrides& ove
         break;
     }
   };
-  build(cpu, CpuRoute::Amx::Packing::Once);
+  build(cpu, first_packing(p));
   if (p.max_scratch_bytes) fit_scratch_budget(r, p, cpu, build);
   reasons.push_back(format("workers: {} of {} threads; {} kernels", r.plan.workers, cpu.threads,
                            pick == Pick::Composed ? "BLAS"

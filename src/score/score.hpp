@@ -41,6 +41,15 @@ HEED_HOST_DEVICE KeyRange keys_for_row(const call::Problem& p, std::int64_t i) {
   return range;
 }
 
+// The same for query row i of one sequence of a ragged or paged call (its own Lq and Lk).
+HEED_HOST_DEVICE KeyRange keys_for_row(const call::Problem& p, const call::Sequence& s, std::int64_t i) {
+  const std::int64_t diagonal = i + (s.kv_len - s.q_len);
+  KeyRange range{0, s.kv_len};
+  if (p.causal) range.end = clamp_keys(diagonal + 1, s.kv_len);
+  if (p.window > 0) range.begin = clamp_keys(diagonal - p.window + 1, s.kv_len);
+  return range;
+}
+
 // Element `offset` of a tensor of runtime dtype, as float (Bool: 1 or 0).
 HEED_HOST_DEVICE float load_float(const void* base, DType dtype, std::int64_t offset) {
   switch (dtype) {
@@ -53,6 +62,7 @@ HEED_HOST_DEVICE float load_float(const void* base, DType dtype, std::int64_t of
     case DType::BFloat16: return bfloat16_bits_to_float(static_cast<const std::uint16_t*>(base)[offset]);
 #endif
     case DType::Bool: return static_cast<const unsigned char*>(base)[offset] != 0 ? 1.0f : 0.0f;
+    case DType::Int32: return static_cast<float>(static_cast<const std::int32_t*>(base)[offset]);
   }
   return 0.0f;
 }
@@ -155,6 +165,16 @@ HEED_HOST_DEVICE float finalize_weight(float m, float l, bool has_sink, float si
   const float frame = fmaxf(m, sink);
   const float kept = exp(m - frame);
   return kept / (l * kept + exp(sink - frame));
+}
+
+// A finished row's log-sum-exp in natural units, from its running maximum m and sum l of
+// exp(s - m) (natural units): log(l · e^m + e^sink). A row that weighed no key (l = 0) has the
+// sink's logit, or -inf without one; a NaN sum stays NaN.
+HEED_HOST_DEVICE float row_lse(float m, float l, bool has_sink, float sink) {
+  if (l == 0.0f) return has_sink ? sink : -INFINITY;
+  if (!has_sink) return m + logf(l);
+  const float frame = fmaxf(m, sink);
+  return frame + logf(l * expf(m - frame) + expf(sink - frame));
 }
 
 // A finished output value: rows that see no key are written from nothing, whatever the value

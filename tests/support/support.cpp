@@ -17,7 +17,8 @@ Tolerance tolerance(DType dtype) {
     case DType::Float32: return {1e-4, 1e-4};
     case DType::Float16: return {2e-3, 2e-3};
     case DType::BFloat16: return {1.6e-2, 1.6e-2};
-    case DType::Bool: break;
+    case DType::Bool:
+    case DType::Int32: break;
   }
   ADD_FAILURE() << "no tolerance for dtype " << heed::to_string(dtype);
   return {0, 0};
@@ -148,6 +149,11 @@ void store(DType dtype, unsigned char* at, double value) {
     case DType::Bool:
       *at = value != 0.0 ? 1 : 0;
       return;
+    case DType::Int32: {
+      const auto integer = static_cast<std::int32_t>(value);
+      std::memcpy(at, &integer, sizeof integer);
+      return;
+    }
   }
 }
 

@@ -68,6 +68,11 @@ double read_element(const TensorView& view, std::int64_t offset) {
     }
     case DType::Bool:
       return *at != 0 ? 1.0 : 0.0;
+    case DType::Int32: {
+      std::int32_t value;
+      std::memcpy(&value, at, sizeof value);
+      return value;
+    }
   }
   throw std::logic_error("[heed::reference] unknown dtype");
 }
