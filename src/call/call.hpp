@@ -66,6 +66,7 @@ struct Problem {
   // Logit softcap c: scores become c · tanh(s / c) after the scale; 0: none.
   float softcap = 0.0f;
   std::int64_t page_size = 0;  // paged: keys per page
+  std::int64_t total_kv = 0;   // ragged: rows of k and v
   bool has_lse = false;        // the call writes each row's log-sum-exp
   std::optional<std::int64_t> max_score_bytes;
   std::optional<std::int64_t> max_scratch_bytes;

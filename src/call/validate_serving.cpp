@@ -191,6 +191,7 @@ Call validate_ragged(const TensorView& q, const TensorView& k, const TensorView&
   p.kv_len = length_bound(batch.max_seqlen_k, longest_k, cu_k != nullptr, "max_seqlen_k", "keys", op);
   p.head_dim = q.shape[2];
   p.value_dim = v.shape[2];
+  p.total_kv = k.shape[0];
   const TensorView qb = rows_as_batch(q), kb = rows_as_batch(k), vb = rows_as_batch(v);
   finish_problem(p, qb, kb, vb, options, op);
 

@@ -298,18 +298,20 @@ struct Packed {
 
   // Kᵀ of tile `tile` of (b, kv_head), part by part: depth/2 rows of `keys` pairs (d, d+1);
   // then V, part by part: keys/2 rows of `columns` pairs (key, key+1).
-  std::uint32_t* k(const Call& p, std::int64_t b, std::int64_t kv_head, std::int64_t tile,
+  std::uint32_t* k(const Call& p, const Sequence& seq, std::int64_t kv_head, std::int64_t tile,
                    std::int64_t part = 0) const {
     using Packing = plan::CpuRoute::Amx::Packing;
-    const std::int64_t index = amx.packing == Packing::PerTask   ? 0
-                               : amx.packing == Packing::PerHead ? tile
-                                                                 : (b * p.kv_heads + kv_head) * amx.key_tiles + tile;
+    const std::int64_t index =
+        amx.packing == Packing::PerTask   ? 0
+        : amx.packing == Packing::PerHead ? tile
+        : amx.head_tiles > 0              ? kv_head * amx.head_tiles + seq.k_row / amx.keys + seq.index + tile
+                                          : (seq.index * p.kv_heads + kv_head) * amx.key_tiles + tile;
     return reinterpret_cast<std::uint32_t*>(base + static_cast<std::size_t>(index) * amx.tile_bytes) +
            part * k_words();
   }
-  std::uint32_t* v(const Call& p, std::int64_t b, std::int64_t kv_head, std::int64_t tile,
+  std::uint32_t* v(const Call& p, const Sequence& seq, std::int64_t kv_head, std::int64_t tile,
                    std::int64_t part = 0) const {
-    return k(p, b, kv_head, tile, amx.parts) + part * amx.keys / 2 * amx.columns;
+    return k(p, seq, kv_head, tile, amx.parts) + part * amx.keys / 2 * amx.columns;
   }
   std::int64_t k_words() const { return amx.depth / 2 * amx.keys; }
 };
@@ -347,7 +349,7 @@ struct Packed {
 void pack_tile(const Call& p, const Packed& packed, const Sequence& seq, std::int64_t kv_head,
                std::int64_t tile) {
   const auto& amx = packed.amx;
-  const std::int64_t parts = amx.parts, b = seq.index;
+  const std::int64_t parts = amx.parts;
   const std::int64_t first = tile * amx.keys;
   const std::int64_t count = std::min(amx.keys, seq.kv_len - first);
   KeyRows k_rows(p, p.k_strides, seq, kv_head), v_rows(p, p.v_strides, seq, kv_head);
@@ -371,7 +373,7 @@ void pack_tile(const Call& p, const Packed& packed, const Sequence& seq, std::in
       }
       for (std::int64_t i = 0; i < parts; ++i) {
         transpose_words(words[i]);
-        std::uint32_t* kt = packed.k(p, b, kv_head, tile, i);
+        std::uint32_t* kt = packed.k(p, seq, kv_head, tile, i);
         for (int r = 0; r < 16; ++r) _mm512_storeu_si512(kt + (d0 / 2 + r) * amx.keys + j0, words[i][r]);
       }
     }
@@ -389,7 +391,7 @@ void pack_tile(const Call& p, const Packed& packed, const Sequence& seq, std::in
     for (std::int64_t c0 = 0; c0 < amx.columns; c0 += 16) {
       const Parts even = value_parts(j, c0), odd = value_parts(j + 1, c0);
       for (std::int64_t i = 0; i < parts; ++i) {
-        _mm512_storeu_si512(packed.v(p, b, kv_head, tile, i) + j / 2 * amx.columns + c0, pair(even.part[i], odd.part[i]));
+        _mm512_storeu_si512(packed.v(p, seq, kv_head, tile, i) + j / 2 * amx.columns + c0, pair(even.part[i], odd.part[i]));
       }
     }
   }
@@ -416,7 +418,6 @@ struct Task {
 void tiled_task(const Call& p, const plan::CpuRoute& r, const Packed& packed, const Task& task,
                 const Sequence& seq, const Rows& rows) {
   if (rows.size() == 0) return;
-  const std::int64_t b = seq.index;
   const auto& amx = r.amx;
   const std::int64_t q_part = amx.rows * amx.depth, w_part = amx.rows * amx.keys;
   std::memset(task.q, 0, static_cast<std::size_t>(amx.parts * q_part) * sizeof(Bits));
@@ -446,7 +447,7 @@ void tiled_task(const Call& p, const plan::CpuRoute& r, const Packed& packed, co
     if (amx.packing == plan::CpuRoute::Amx::Packing::PerTask) pack_tile(p, packed, seq, rows.kv_head, tile);
     const std::int64_t k_steps = amx.depth / amx::kTileDepth;
     amx::Product products[kMaxProducts];
-    int product_count = split_products(amx.parts, bytes(task.q), q_part * 2, bytes(packed.k(p, b, rows.kv_head, tile)),
+    int product_count = split_products(amx.parts, bytes(task.q), q_part * 2, bytes(packed.k(p, seq, rows.kv_head, tile)),
                                        packed.k_words() * 4, k_steps, products);
     product<false>(amx.tiles, products, product_count, amx.depth * 2, amx.keys * 4,
                    reinterpret_cast<std::byte*>(task.s), amx.keys * 4, amx.rows, round_up(count, amx::kTileColumns));
@@ -460,7 +461,7 @@ void tiled_task(const Call& p, const plan::CpuRoute& r, const Packed& packed, co
     });
     if (!any) continue;
     const std::int64_t v_steps = depth / amx::kTileDepth;
-    product_count = split_products(amx.parts, bytes(task.w), w_part * 2, bytes(packed.v(p, b, rows.kv_head, tile)),
+    product_count = split_products(amx.parts, bytes(task.w), w_part * 2, bytes(packed.v(p, seq, rows.kv_head, tile)),
                                    amx.keys / 2 * amx.columns * 4, v_steps, products);
     product<true>(amx.tiles, products, product_count, amx.keys * 2, amx.columns * 4,
                   reinterpret_cast<std::byte*>(task.t.accum), amx.columns * 4, amx.rows, amx.columns);
@@ -500,7 +501,8 @@ void run_tiled_kernel(const Call& p, const plan::CpuRoute& r, std::byte* scratch
                                      count == 1 ? 1 : p.batch);
     parallel_for(r.plan.workers, count * amx.key_tiles, [&](std::int64_t work, int) {
       const std::int64_t tile = work % amx.key_tiles, pair = first + work / amx.key_tiles;
-      pack_tile(p, packed, call::sequence(p, pair / p.kv_heads), pair % p.kv_heads, tile);
+      const Sequence seq = call::sequence(p, pair / p.kv_heads);
+      if (tile * amx.keys < seq.kv_len) pack_tile(p, packed, seq, pair % p.kv_heads, tile);
     });
   };
   if (amx.packing == Packing::PerHead) {

@@ -218,6 +218,7 @@ void plan_amx(CpuRoute& r, const Problem& p, const CpuInfo& cpu, CpuRoute::Amx::
   if (p.max_score_bytes && tile > static_cast<std::size_t>(*p.max_score_bytes)) return;
   amx.on = true;
   amx.key_tiles = ceil_div(p.kv_len, amx.keys);
+  if (p.form == call::Form::Ragged) amx.head_tiles = checked_add(p.total_kv / amx.keys, p.batch, kOp, "packed tiles");
   amx.tile_bytes = static_cast<std::size_t>(checked_add(checked_mul(amx.depth / 2, amx.keys, kOp, "a packed key tile"),
                                                         checked_mul(amx.keys / 2, amx.columns, kOp, "a packed value tile"),
                                                         kOp, "a packed tile")) * 4 * static_cast<std::size_t>(amx.parts);
@@ -231,6 +232,9 @@ void plan_amx(CpuRoute& r, const Problem& p, const CpuInfo& cpu, CpuRoute::Amx::
                    amx.key_tiles, amx.keys)
       : packing == Packing::PerTask
           ? format("packed per task, each task packing the tiles of {} keys it reads into its worker's slot", amx.keys)
+      : amx.head_tiles > 0
+          ? format("packed once into {} tiles of {} keys per key head (each sequence's own) by {} [{}, {}, {}]",
+                   amx.head_tiles, amx.keys, amx.pack_kernel_name, amx.key_tiles, p.kv_heads, p.batch)
           : format("packed once into {} tiles of {} keys per (batch, key head) by {} [{}, {}, {}]", amx.key_tiles,
                    amx.keys, amx.pack_kernel_name, amx.key_tiles, p.kv_heads, p.batch);
   r.plan.reasons.push_back(format("{}: K and V {}; scores {} x {}, values {} x {} in bfloat16 products",
@@ -273,8 +277,10 @@ void build_tiled(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& f
                                                       amx.key_tiles, static_cast<std::int64_t>(amx.tile_bytes), kOp,
                                                       "one key head's packed K and V")));
     } else {
-      const std::int64_t tiles = checked_mul(checked_mul(p.batch, p.kv_heads, kOp, "packed tiles"), amx.key_tiles, kOp,
-                                             "packed tiles");
+      const std::int64_t tiles =
+          amx.head_tiles > 0 ? checked_mul(p.kv_heads, amx.head_tiles, kOp, "packed tiles")
+                             : checked_mul(checked_mul(p.batch, p.kv_heads, kOp, "packed tiles"), amx.key_tiles, kOp,
+                                           "packed tiles");
       r.amx.packed = layout.add("kv_packed", static_cast<std::size_t>(checked_mul(
                                                  tiles, static_cast<std::int64_t>(amx.tile_bytes), kOp, "packed K and V")));
     }
@@ -403,11 +409,11 @@ void plan_empty(CpuRoute& r, const Problem& p, const CpuInfo& cpu) {
   r.plan.kernel_name = kernel_name(route_name(r.plan.kernel), p.dtype);
 }
 
-// How the bfloat16 units' K and V are packed before any budget: once for a dense call; per task
-// for ragged and paged ones, whose packed tiles would otherwise be sized for every sequence at
-// the longest length (and, paged, gather the cache into a copy).
+// How the bfloat16 units' K and V are packed before any budget: once for dense and ragged calls
+// (a ragged batch's tiles sized by its total rows); per task for paged ones, whose packing once
+// would gather the cache into a copy.
 CpuRoute::Amx::Packing first_packing(const Problem& p) {
-  return p.form == call::Form::Dense ? CpuRoute::Amx::Packing::Once : CpuRoute::Amx::Packing::PerTask;
+  return p.form == call::Form::Paged ? CpuRoute::Amx::Packing::PerTask : CpuRoute::Amx::Packing::Once;
 }
 
 // Under max_scratch_bytes: K and V packed per key head or per task where the tiled route would
@@ -422,7 +428,7 @@ void fit_scratch_budget(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const
   if (r.amx.on && packing == Packing::Once) {
     // One (batch, key head) at a time where its query blocks keep every worker busy; else per task.
     const std::int64_t blocks = ceil_div(p.q_len, r.block_q);
-    packing = blocks >= r.plan.workers ? Packing::PerHead : Packing::PerTask;
+    packing = blocks >= r.plan.workers && p.form == call::Form::Dense ? Packing::PerHead : Packing::PerTask;
     build(cpu, packing);
     if (packing == Packing::PerHead && r.plan.scratch_bytes > budget) {
       packing = Packing::PerTask;

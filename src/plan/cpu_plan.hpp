@@ -48,6 +48,9 @@ struct CpuRoute {
     std::int64_t columns = 0;    // Dv rounded up to 16 (a tile's float32 columns)
     std::int64_t keys = 0;       // keys per packed tile: block_k rounded up to 32
     std::int64_t key_tiles = 0;  // packed tiles per (batch, key head): ceil(Lk / keys)
+    // Ragged, packed once: tiles per key head over the batch, total_kv / keys + B; sequence b's
+    // first is cu_seqlens_k[b] / keys + b, which leaves room for every sequence's last partial tile.
+    std::int64_t head_tiles = 0;
     std::size_t tile_bytes = 0;  // one packed tile: parts × Kᵀ [depth/2 × keys], then parts × V [keys/2 × columns] pairs
     // How K and V are packed: all once by a first pass; under max_scratch_bytes one (batch, key
     // head) at a time, its query blocks run after it; or by each task into its worker's own slot

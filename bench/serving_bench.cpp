@@ -1,0 +1,189 @@
+// The serving forms on the CPU against the dense call doing the same work, measured in one run:
+// paged decode against dense decode (bytes of K and V read per second) at several page sizes, and
+// ragged prefill against one dense call per sequence (FLOPs over real tokens per second). Prints
+// the CPU's ceilings measured in the same run first.
+//
+//   heed_serving_bench [--reps N]
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "heed/heed.hpp"
+
+namespace {
+
+using heed::DType;
+using heed::Shape;
+using heed::TensorView;
+
+constexpr std::int64_t kQHeads = 32, kKvHeads = 8, kHeadDim = 128;
+
+std::vector<std::uint16_t> random_bf16(std::int64_t count, std::mt19937& rng) {
+  std::normal_distribution<float> normal;
+  std::vector<std::uint16_t> data(static_cast<std::size_t>(count));
+  for (auto& x : data) x = heed::float_to_bfloat16_bits(normal(rng));
+  return data;
+}
+
+// Median seconds of `reps` calls after one warm-up.
+double median_seconds(int reps, const std::function<void()>& call) {
+  call();
+  std::vector<double> times;
+  for (int rep = 0; rep < reps; ++rep) {
+    const auto start = std::chrono::steady_clock::now();
+    call();
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+// B sequences of `keys` keys each, one query per sequence: dense [B, Hkv, Lk, D] caches, then the
+// same keys in shuffled pages of each size.
+void paged_decode(std::int64_t batch, std::int64_t keys, int reps) {
+  std::mt19937 rng(11);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+  auto q = random_bf16(batch * kQHeads * kHeadDim, rng);
+  auto k = random_bf16(batch * kKvHeads * keys * kHeadDim, rng);
+  auto v = random_bf16(batch * kKvHeads * keys * kHeadDim, rng);
+  std::vector<std::uint16_t> out(q.size());
+  const double bytes = 2.0 * static_cast<double>(k.size()) * 2;
+  TensorView qd(q.data(), DType::BFloat16, Shape{batch, kQHeads, 1, kHeadDim});
+  TensorView kd(k.data(), DType::BFloat16, Shape{batch, kKvHeads, keys, kHeadDim});
+  TensorView vd(v.data(), DType::BFloat16, Shape{batch, kKvHeads, keys, kHeadDim});
+  TensorView od(out.data(), DType::BFloat16, Shape{batch, kQHeads, 1, kHeadDim});
+  const double dense = median_seconds(reps, [&] { heed::attention(qd, kd, vd, od, scale, {}); });
+  std::printf("paged decode B %lld x %lld keys, Hq %lld / Hkv %lld, D %lld, bf16\n", static_cast<long long>(batch),
+              static_cast<long long>(keys), static_cast<long long>(kQHeads), static_cast<long long>(kKvHeads),
+              static_cast<long long>(kHeadDim));
+  std::printf("  dense          %8.3f ms  %6.1f GB/s\n", dense * 1e3, bytes / dense * 1e-9);
+  // The same keys with the heads interleaved per row, [B, Lk, Hkv, D]: a paged cache's row order.
+  {
+    std::vector<std::uint16_t> ki(k.size()), vi(v.size());
+    for (std::int64_t b = 0; b < batch; ++b) {
+      for (std::int64_t h = 0; h < kKvHeads; ++h) {
+        for (std::int64_t j = 0; j < keys; ++j) {
+          const std::int64_t from = ((b * kKvHeads + h) * keys + j) * kHeadDim, to = ((b * keys + j) * kKvHeads + h) * kHeadDim;
+          std::memcpy(&ki[static_cast<std::size_t>(to)], &k[static_cast<std::size_t>(from)], kHeadDim * 2);
+          std::memcpy(&vi[static_cast<std::size_t>(to)], &v[static_cast<std::size_t>(from)], kHeadDim * 2);
+        }
+      }
+    }
+    const std::vector<std::int64_t> strides{keys * kKvHeads * kHeadDim, kHeadDim, kKvHeads * kHeadDim, 1};
+    TensorView ks(ki.data(), DType::BFloat16, Shape{batch, kKvHeads, keys, kHeadDim}, strides);
+    TensorView vs(vi.data(), DType::BFloat16, Shape{batch, kKvHeads, keys, kHeadDim}, strides);
+    const double seconds = median_seconds(reps, [&] { heed::attention(qd, ks, vs, od, scale, {}); });
+    std::printf("  dense [B, Lk, Hkv, D] %8.3f ms  %6.1f GB/s  / dense %.3f\n", seconds * 1e3, bytes / seconds * 1e-9,
+                dense / seconds);
+  }
+  for (std::int64_t page_size : {1, 16, 128}) {
+    const std::int64_t pages_per_sequence = keys / page_size, pages = batch * pages_per_sequence;
+    std::vector<std::int32_t> table(static_cast<std::size_t>(pages));
+    std::iota(table.begin(), table.end(), 0);
+    std::shuffle(table.begin(), table.end(), rng);
+    // The cache [pages, page_size, Hkv, D]: page table[b, p] holds keys p·page_size.. of sequence b.
+    std::vector<std::uint16_t> kc(k.size()), vc(v.size());
+    for (std::int64_t b = 0; b < batch; ++b) {
+      for (std::int64_t j = 0; j < keys; ++j) {
+        const std::int64_t page = table[static_cast<std::size_t>(b * pages_per_sequence + j / page_size)];
+        for (std::int64_t h = 0; h < kKvHeads; ++h) {
+          const std::int64_t from = ((b * kKvHeads + h) * keys + j) * kHeadDim;
+          const std::int64_t to = ((page * page_size + j % page_size) * kKvHeads + h) * kHeadDim;
+          std::memcpy(&kc[static_cast<std::size_t>(to)], &k[static_cast<std::size_t>(from)], kHeadDim * 2);
+          std::memcpy(&vc[static_cast<std::size_t>(to)], &v[static_cast<std::size_t>(from)], kHeadDim * 2);
+        }
+      }
+    }
+    std::vector<std::int32_t> lengths(static_cast<std::size_t>(batch), static_cast<std::int32_t>(keys));
+    heed::PagedKv paged;
+    paged.block_table = TensorView(table.data(), DType::Int32, Shape{batch, pages_per_sequence});
+    paged.seqlens_k = TensorView(lengths.data(), DType::Int32, Shape{batch});
+    TensorView qp(q.data(), DType::BFloat16, Shape{batch, kQHeads, kHeadDim});
+    TensorView kp(kc.data(), DType::BFloat16, Shape{pages, page_size, kKvHeads, kHeadDim});
+    TensorView vp(vc.data(), DType::BFloat16, Shape{pages, page_size, kKvHeads, kHeadDim});
+    TensorView op(out.data(), DType::BFloat16, Shape{batch, kQHeads, kHeadDim});
+    const double seconds = median_seconds(reps, [&] { heed::attention_paged(qp, kp, vp, paged, op, scale, {}); });
+    std::printf("  page size %3lld  %8.3f ms  %6.1f GB/s  paged / dense %.3f\n", static_cast<long long>(page_size),
+                seconds * 1e3, bytes / seconds * 1e-9, dense / seconds);
+  }
+}
+
+// Sequences of lengths uniform in [shortest, longest] (Lq = Lk each), as one ragged call against
+// one dense call per sequence.
+void ragged_prefill(int sequences, std::int64_t shortest, std::int64_t longest, bool causal, int reps) {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<std::int64_t> length(shortest, longest);
+  std::vector<std::int32_t> cu{0};
+  double flops = 0;
+  for (int b = 0; b < sequences; ++b) {
+    const std::int64_t l = length(rng);
+    cu.push_back(cu.back() + static_cast<std::int32_t>(l));
+    const double pairs = causal ? 0.5 * static_cast<double>(l) * static_cast<double>(l + 1) : static_cast<double>(l * l);
+    flops += 4.0 * kQHeads * kHeadDim * pairs;
+  }
+  const std::int64_t total = cu.back();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+  auto q = random_bf16(total * kQHeads * kHeadDim, rng);
+  auto k = random_bf16(total * kKvHeads * kHeadDim, rng);
+  auto v = random_bf16(total * kKvHeads * kHeadDim, rng);
+  std::vector<std::uint16_t> out(q.size());
+  heed::AttentionOptions options;
+  options.causal = causal;
+  const TensorView cu_view(cu.data(), DType::Int32, Shape{sequences + 1});
+  heed::RaggedBatch batch;
+  batch.cu_seqlens_q = batch.cu_seqlens_k = cu_view;
+  TensorView qr(q.data(), DType::BFloat16, Shape{total, kQHeads, kHeadDim});
+  TensorView kr(k.data(), DType::BFloat16, Shape{total, kKvHeads, kHeadDim});
+  TensorView vr(v.data(), DType::BFloat16, Shape{total, kKvHeads, kHeadDim});
+  TensorView orr(out.data(), DType::BFloat16, Shape{total, kQHeads, kHeadDim});
+  const double ragged = median_seconds(reps, [&] { heed::attention_varlen(qr, kr, vr, batch, orr, scale, options); });
+  // Each sequence a dense [1, H, L, D] view of the same rows.
+  const double dense = median_seconds(reps, [&] {
+    for (int b = 0; b < sequences; ++b) {
+      const std::int64_t first = cu[static_cast<std::size_t>(b)], l = cu[static_cast<std::size_t>(b) + 1] - first;
+      const auto view = [&](std::vector<std::uint16_t>& data, std::int64_t heads) {
+        return TensorView(data.data() + first * heads * kHeadDim, DType::BFloat16, Shape{1, heads, l, kHeadDim},
+                          {0, kHeadDim, heads * kHeadDim, 1});
+      };
+      TensorView o = view(out, kQHeads);
+      heed::attention(view(q, kQHeads), view(k, kKvHeads), view(v, kKvHeads), o, scale, options);
+    }
+  });
+  std::printf("ragged prefill %d sequences of %lld-%lld (%lld rows), %s, Hq %lld / Hkv %lld, D %lld, bf16\n",
+              sequences, static_cast<long long>(shortest), static_cast<long long>(longest),
+              static_cast<long long>(total), causal ? "causal" : "not causal", static_cast<long long>(kQHeads),
+              static_cast<long long>(kKvHeads), static_cast<long long>(kHeadDim));
+  std::printf("  dense, one call per sequence %8.3f ms  %7.1f GFLOP/s\n", dense * 1e3, flops / dense * 1e-9);
+  std::printf("  ragged, one call             %8.3f ms  %7.1f GFLOP/s  ragged / dense %.3f\n", ragged * 1e3,
+              flops / ragged * 1e-9, dense / ragged);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 7;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
+      reps = std::max(1, std::atoi(argv[++i]));
+    } else {
+      std::fprintf(stderr, "usage: heed_serving_bench [--reps N]\n");
+      return 2;
+    }
+  }
+  const heed::CpuCeilings ceilings = heed::measure_cpu_ceilings();
+  std::printf("CPU: %d threads, %s; FMA peak %.1f GFLOP/s, bf16 dot %.1f GFLOP/s, AMX %.1f GFLOP/s, copy %.1f GB/s, "
+              "read %.1f GB/s\n",
+              ceilings.threads, ceilings.isa, ceilings.fma_gflops, ceilings.dot_bf16_gflops, ceilings.amx_gflops,
+              ceilings.copy_gbytes, ceilings.read_gbytes);
+  paged_decode(4, 8192, reps);
+  for (bool causal : {false, true}) ragged_prefill(8, 128, 1024, causal, reps);
+  return 0;
+}
