@@ -28,9 +28,7 @@
 namespace heed {
 namespace {
 
-const char* op_of(const call::Problem& p) {
-  return p.form == call::Form::Ragged ? call::kVarlenOp : p.form == call::Form::Paged ? call::kPagedOp : call::kOp;
-}
+using call::op_of;
 
 #if HEED_HAS_CUDA
 // The CUDA kernels serve the dense form without lse so far.
@@ -49,10 +47,10 @@ AttentionPlan plan_on(const call::Problem& problem, Device device) {
 #if HEED_HAS_CUDA
   if (device.type == DeviceType::CUDA) {
     require_cuda_form(problem);
-    return plan::plan_cuda(problem, heed::device::cuda_device_info(device, call::kOp), overrides).plan;
+    return plan::plan_cuda(problem, heed::device::cuda_device_info(device, op_of(problem)), overrides).plan;
   }
 #endif
-  plan::require_backend(device);
+  plan::require_backend(device, op_of(problem));
   return plan::plan_cpu(problem, cpu_info(), overrides).plan;
 }
 
@@ -65,8 +63,8 @@ void run_call(const call::Call& c, Device device, const AttentionOptions& option
 #if HEED_HAS_CUDA
   if (device.type == DeviceType::CUDA) {
     require_cuda_form(c);
-    const plan::CudaRoute& route = plan::plan_cuda_cached(c, device::cuda_device_info(device, call::kOp), overrides);
-    call::check_workspace(options, route.plan.scratch_bytes);
+    const plan::CudaRoute& route = plan::plan_cuda_cached(c, device::cuda_device_info(device, op_of(c)), overrides);
+    call::check_workspace(c, options, route.plan.scratch_bytes);
     if (c.empty_output()) return;
     // Only the CUDA runtime can tell device memory from host memory.
     cuda::check_device_pointers(c, device);
@@ -76,9 +74,9 @@ void run_call(const call::Call& c, Device device, const AttentionOptions& option
 #else
   (void)stream;
 #endif
-  plan::require_backend(device);
+  plan::require_backend(device, op_of(c));
   const plan::CpuRoute route = plan::plan_cpu(c, cpu_info(), overrides);
-  call::check_workspace(options, route.plan.scratch_bytes);
+  call::check_workspace(c, options, route.plan.scratch_bytes);
   if (c.empty_output()) return;
   memory::Scratch scratch(route.plan.scratch_bytes, options.workspace, op_of(c));
   cpu::run_attention(c, route, scratch.data());
@@ -128,7 +126,7 @@ void merge_states(const TensorView& out_a, const TensorView& lse_a, const Tensor
   if (out.device.type == DeviceType::CUDA) {
     throw Error(ErrorKind::Unsupported, "[heed::merge_states] runs on the CPU only so far");
   }
-  plan::require_backend(out.device);
+  plan::require_backend(out.device, "heed::merge_states");
   cpu::merge_states(m);
 }
 

@@ -106,6 +106,12 @@ struct Sequences {
   std::int64_t total_k = 0;    // ragged: rows of k and v
 };
 
+// The public entry point a problem came through, for error messages.
+inline const char* op_of(Form form) {
+  return form == Form::Ragged ? kVarlenOp : form == Form::Paged ? kPagedOp : kOp;
+}
+inline const char* op_of(const Problem& p) { return op_of(p.form); }
+
 struct Call : Problem {
   const void* q = nullptr;
   const void* k = nullptr;

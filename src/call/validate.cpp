@@ -337,9 +337,9 @@ Call validate_call(const TensorView& q, const TensorView& k, const TensorView& v
   return c;
 }
 
-void check_workspace(const AttentionOptions& options, std::size_t scratch_bytes) {
+void check_workspace(const Problem& p, const AttentionOptions& options, std::size_t scratch_bytes) {
   if (options.workspace != nullptr && options.workspace_bytes < scratch_bytes) {
-    invalid(format("workspace of {} bytes is smaller than the plan's scratch_bytes {}", options.workspace_bytes,
+    invalid(op_of(p), format("workspace of {} bytes is smaller than the plan's scratch_bytes {}", options.workspace_bytes,
                    scratch_bytes));
   }
 }

@@ -37,7 +37,7 @@ Call validate_paged(const TensorView& q, const TensorView& k_cache, const Tensor
                     const TensorView* out, float scale, const AttentionOptions& options);
 
 // A caller's workspace must hold the plan's scratch.
-void check_workspace(const AttentionOptions& options, std::size_t scratch_bytes);
+void check_workspace(const Problem& p, const AttentionOptions& options, std::size_t scratch_bytes);
 
 // The first line of every plan's explanation: "shape: B .., Hq .. / Hkv .. (group ..), ..",
 // the dtype, then `device` (e.g. " on cuda:0 (NVIDIA H200, 132 SMs)"; empty on the CPU), then

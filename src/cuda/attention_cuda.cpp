@@ -17,9 +17,9 @@ namespace heed::cuda {
 void run_attention(const Call& call, const AttentionOptions& options, const plan::CudaRoute& route,
                    void* stream_handle) {
   const int device = route.plan.device.index;
-  DeviceGuard guard(device, call::kOp);
+  DeviceGuard guard(device, call::op_of(call));
   const auto stream = static_cast<cudaStream_t>(stream_handle);
-  Scratch scratch(device, route.plan.scratch_bytes, options.workspace, stream_handle, call::kOp);
+  Scratch scratch(device, route.plan.scratch_bytes, options.workspace, stream_handle, call::op_of(call));
   std::visit(
       [&](const auto& kernel) {
         using Kernel = std::decay_t<decltype(kernel)>;

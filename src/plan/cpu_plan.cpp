@@ -23,8 +23,8 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return b == 0 ? 0 : (a +
 std::int64_t key_lanes(std::int64_t keys) { return ceil_div(std::max<std::int64_t>(keys, 1), kKeyLanes) * kKeyLanes; }
 
 // Bytes of `count_a * count_b` float32 values, overflow-checked.
-std::size_t float_bytes(std::int64_t count_a, std::int64_t count_b, const char* what) {
-  return static_cast<std::size_t>(checked_mul(checked_mul(count_a, count_b, kOp, what), kFloat, kOp, what));
+std::size_t float_bytes(const Problem& p, std::int64_t count_a, std::int64_t count_b, const char* what) {
+  return static_cast<std::size_t>(checked_mul(checked_mul(count_a, count_b, op_of(p), what), kFloat, op_of(p), what));
 }
 
 // The keys one query row can see at most: the window bounds it; [first, last) over all rows.
@@ -47,15 +47,15 @@ struct Fit {
 // Largest blocking of each route whose score-sized intermediate fits the cap, or nullopt
 // with min_cap set to the smallest cap the route accepts.
 std::optional<Fit> fit_composed(const Problem& p, std::size_t& min_cap) {
-  const std::size_t row_bytes = float_bytes(1, p.kv_len, "a score row");
-  const std::size_t all_rows = float_bytes(p.q_len, p.kv_len, "the scores of one head");
+  const std::size_t row_bytes = float_bytes(p, 1, p.kv_len, "a score row");
+  const std::size_t all_rows = float_bytes(p, p.q_len, p.kv_len, "the scores of one head");
   min_cap = std::max<std::size_t>(row_bytes, 1);
   if (!p.max_score_bytes || all_rows <= static_cast<std::size_t>(*p.max_score_bytes)) {
     return Fit{p.q_len, 0, all_rows};
   }
   const auto rows = static_cast<std::int64_t>(static_cast<std::size_t>(*p.max_score_bytes) / row_bytes);
   if (rows < 1) return std::nullopt;
-  return Fit{rows, 0, float_bytes(rows, p.kv_len, "a score block"), true};
+  return Fit{rows, 0, float_bytes(p, rows, p.kv_len, "a score block"), true};
 }
 
 // Whether the tiled route multiplies on bfloat16 units: AMX tiles (bfloat16; float16 in two
@@ -119,8 +119,8 @@ std::optional<Fit> fit_tiled(const Problem& p, const CpuInfo& cpu, const PlanOve
   const auto rows = [&] { return group * block_q; };
   while (block_k > kTiledMinBlockK && footprint(rows(), block_k) > budget) block_k /= 2;
   block_k = std::min(block_k, std::max<std::int64_t>(p.kv_len, 1));
-  const auto tile_bytes = [&] { return float_bytes(rows(), key_lanes(block_k), "a score tile"); };
-  min_cap = float_bytes(group, kKeyLanes, "a score tile");
+  const auto tile_bytes = [&] { return float_bytes(p, rows(), key_lanes(block_k), "a score tile"); };
+  min_cap = float_bytes(p, group, kKeyLanes, "a score tile");
   bool capped = false;
   if (p.max_score_bytes) {
     const auto cap = static_cast<std::size_t>(*p.max_score_bytes);
@@ -129,7 +129,7 @@ std::optional<Fit> fit_tiled(const Problem& p, const CpuInfo& cpu, const PlanOve
       capped = true;
     }
     if (tile_bytes() > cap) {  // then as many query positions as the cap holds
-      block_q = std::max<std::int64_t>(1, static_cast<std::int64_t>(cap / float_bytes(group, key_lanes(block_k), "a score tile")));
+      block_q = std::max<std::int64_t>(1, static_cast<std::int64_t>(cap / float_bytes(p, group, key_lanes(block_k), "a score tile")));
       capped = true;
     }
     if (tile_bytes() > cap) return std::nullopt;
@@ -139,8 +139,8 @@ std::optional<Fit> fit_tiled(const Problem& p, const CpuInfo& cpu, const PlanOve
 
 std::optional<Fit> fit_vector(const Problem& p, std::int64_t rows, std::size_t& min_cap) {
   std::int64_t chunk = std::clamp<std::int64_t>(visible_key_span(p), 1, kVectorKeyChunk);
-  const auto tile_bytes = [&] { return float_bytes(rows, key_lanes(chunk), "a score chunk"); };
-  min_cap = float_bytes(std::max<std::int64_t>(rows, 1), kKeyLanes, "a score chunk");
+  const auto tile_bytes = [&] { return float_bytes(p, rows, key_lanes(chunk), "a score chunk"); };
+  min_cap = float_bytes(p, std::max<std::int64_t>(rows, 1), kKeyLanes, "a score chunk");
   bool capped = false;
   if (p.max_score_bytes) {
     const auto cap = static_cast<std::size_t>(*p.max_score_bytes);
@@ -184,15 +184,15 @@ void build_vector(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& 
   const auto workers = static_cast<std::size_t>(r.plan.workers);
   ScratchLayout layout;
   const std::int64_t rows = r.vector_rows;
-  r.q_rows = layout.add("q_rows", float_bytes(rows, p.head_dim, "q rows"), workers);
-  r.k_row = layout.add("k_rows", float_bytes(kKeyLanes, p.head_dim, "k rows"), workers);
-  r.k_rows = layout.add("k_chunk_t", float_bytes(key_lanes(r.key_chunk), p.head_dim, "k chunk"), workers);
-  r.v_rows = layout.add("v_chunk", float_bytes(r.key_chunk, p.value_dim, "v chunk"), workers);
-  r.scores = layout.add("scores", float_bytes(rows, key_lanes(r.key_chunk), "scores"), workers);
-  r.accum = layout.add("accum", float_bytes(rows, p.value_dim, "accum"), workers);
-  r.stats = layout.add("row_max_sum", float_bytes(rows, 2, "row stats"), workers);
+  r.q_rows = layout.add("q_rows", float_bytes(p, rows, p.head_dim, "q rows"), workers);
+  r.k_row = layout.add("k_rows", float_bytes(p, kKeyLanes, p.head_dim, "k rows"), workers);
+  r.k_rows = layout.add("k_chunk_t", float_bytes(p, key_lanes(r.key_chunk), p.head_dim, "k chunk"), workers);
+  r.v_rows = layout.add("v_chunk", float_bytes(p, r.key_chunk, p.value_dim, "v chunk"), workers);
+  r.scores = layout.add("scores", float_bytes(p, rows, key_lanes(r.key_chunk), "scores"), workers);
+  r.accum = layout.add("accum", float_bytes(p, rows, p.value_dim, "accum"), workers);
+  r.stats = layout.add("row_max_sum", float_bytes(p, rows, 2, "row stats"), workers);
   if (passes == 2) {
-    r.partials = layout.add("partials", float_bytes(checked_mul(work, rows, kOp, "partials"), p.value_dim + 2, "partials"));
+    r.partials = layout.add("partials", float_bytes(p, checked_mul(work, rows, op_of(p), "partials"), p.value_dim + 2, "partials"));
   }
   r.plan.buffers = layout.buffers();
   r.plan.scratch_bytes = layout.total_bytes();
@@ -214,14 +214,14 @@ void plan_amx(CpuRoute& r, const Problem& p, const CpuInfo& cpu, CpuRoute::Amx::
   // Packed tiles start at multiples of `keys`, so a window's span of window + block_q - 1 keys
   // costs about span + keys: under a window the tiles shrink towards half of it.
   if (p.window > 0) amx.keys = std::min(amx.keys, std::max<std::int64_t>(kAmxWindowMinKeys, round_up(p.window / 2, 32)));
-  const std::size_t tile = float_bytes(amx.rows, amx.keys, "a score tile");
+  const std::size_t tile = float_bytes(p, amx.rows, amx.keys, "a score tile");
   if (p.max_score_bytes && tile > static_cast<std::size_t>(*p.max_score_bytes)) return;
   amx.on = true;
   amx.key_tiles = ceil_div(p.kv_len, amx.keys);
-  if (p.form == call::Form::Ragged) amx.head_tiles = checked_add(p.total_kv / amx.keys, p.batch, kOp, "packed tiles");
-  amx.tile_bytes = static_cast<std::size_t>(checked_add(checked_mul(amx.depth / 2, amx.keys, kOp, "a packed key tile"),
-                                                        checked_mul(amx.keys / 2, amx.columns, kOp, "a packed value tile"),
-                                                        kOp, "a packed tile")) * 4 * static_cast<std::size_t>(amx.parts);
+  if (p.form == call::Form::Ragged) amx.head_tiles = checked_add(p.total_kv / amx.keys, p.batch, op_of(p), "packed tiles");
+  amx.tile_bytes = static_cast<std::size_t>(checked_add(checked_mul(amx.depth / 2, amx.keys, op_of(p), "a packed key tile"),
+                                                        checked_mul(amx.keys / 2, amx.columns, op_of(p), "a packed value tile"),
+                                                        op_of(p), "a packed tile")) * 4 * static_cast<std::size_t>(amx.parts);
   amx.pack_kernel_name = std::string("heed_cpu_tiled_pack_") + short_name(p.dtype);
   amx.packing = packing;
   r.plan.max_intermediate_bytes = tile;
@@ -274,32 +274,32 @@ void build_tiled(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& f
       r.amx.packed = layout.add("kv_tile", amx.tile_bytes, workers);
     } else if (amx.packing == CpuRoute::Amx::Packing::PerHead) {
       r.amx.packed = layout.add("kv_head_packed", static_cast<std::size_t>(checked_mul(
-                                                      amx.key_tiles, static_cast<std::int64_t>(amx.tile_bytes), kOp,
+                                                      amx.key_tiles, static_cast<std::int64_t>(amx.tile_bytes), op_of(p),
                                                       "one key head's packed K and V")));
     } else {
       const std::int64_t tiles =
-          amx.head_tiles > 0 ? checked_mul(p.kv_heads, amx.head_tiles, kOp, "packed tiles")
-                             : checked_mul(checked_mul(p.batch, p.kv_heads, kOp, "packed tiles"), amx.key_tiles, kOp,
+          amx.head_tiles > 0 ? checked_mul(p.kv_heads, amx.head_tiles, op_of(p), "packed tiles")
+                             : checked_mul(checked_mul(p.batch, p.kv_heads, op_of(p), "packed tiles"), amx.key_tiles, op_of(p),
                                            "packed tiles");
       r.amx.packed = layout.add("kv_packed", static_cast<std::size_t>(checked_mul(
-                                                 tiles, static_cast<std::int64_t>(amx.tile_bytes), kOp, "packed K and V")));
+                                                 tiles, static_cast<std::int64_t>(amx.tile_bytes), op_of(p), "packed K and V")));
     }
-    r.amx.q = layout.add("q_bf16", float_bytes(amx.rows * amx.parts, amx.depth / 2, "q tile"), workers);
-    r.scores = layout.add("scores", float_bytes(amx.rows, amx.keys, "score tile"), workers);
-    r.amx.p = layout.add("p_bf16", float_bytes(amx.rows * amx.parts, amx.keys / 2, "weight tile"), workers);
-    r.accum = layout.add("accum", float_bytes(amx.rows, amx.columns, "accum"), workers);
-    r.stats = layout.add("row_max_sum", float_bytes(rows, 2, "row stats"), workers);
+    r.amx.q = layout.add("q_bf16", float_bytes(p, amx.rows * amx.parts, amx.depth / 2, "q tile"), workers);
+    r.scores = layout.add("scores", float_bytes(p, amx.rows, amx.keys, "score tile"), workers);
+    r.amx.p = layout.add("p_bf16", float_bytes(p, amx.rows * amx.parts, amx.keys / 2, "weight tile"), workers);
+    r.accum = layout.add("accum", float_bytes(p, amx.rows, amx.columns, "accum"), workers);
+    r.stats = layout.add("row_max_sum", float_bytes(p, rows, 2, "row stats"), workers);
     r.plan.buffers = layout.buffers();
     r.plan.scratch_bytes = layout.total_bytes();
     return;
   }
-  r.q_rows = layout.add("q_tile", float_bytes(rows, p.head_dim, "q tile"), workers);
-  r.k_row = layout.add("k_rows", float_bytes(kKeyLanes, p.head_dim, "k rows"), workers);
-  r.k_rows = layout.add("k_tile_t", float_bytes(key_lanes(r.block_k), p.head_dim, "k tile"), workers);
-  r.v_rows = layout.add("v_tile", float_bytes(r.block_k, p.value_dim, "v tile"), workers);
-  r.scores = layout.add("scores", float_bytes(rows, key_lanes(r.block_k), "score tile"), workers);
-  r.accum = layout.add("accum", float_bytes(rows, p.value_dim, "accum"), workers);
-  r.stats = layout.add("row_max_sum", float_bytes(rows, 2, "row stats"), workers);
+  r.q_rows = layout.add("q_tile", float_bytes(p, rows, p.head_dim, "q tile"), workers);
+  r.k_row = layout.add("k_rows", float_bytes(p, kKeyLanes, p.head_dim, "k rows"), workers);
+  r.k_rows = layout.add("k_tile_t", float_bytes(p, key_lanes(r.block_k), p.head_dim, "k tile"), workers);
+  r.v_rows = layout.add("v_tile", float_bytes(p, r.block_k, p.value_dim, "v tile"), workers);
+  r.scores = layout.add("scores", float_bytes(p, rows, key_lanes(r.block_k), "score tile"), workers);
+  r.accum = layout.add("accum", float_bytes(p, rows, p.value_dim, "accum"), workers);
+  r.stats = layout.add("row_max_sum", float_bytes(p, rows, 2, "row stats"), workers);
   r.plan.buffers = layout.buffers();
   r.plan.scratch_bytes = layout.total_bytes();
 }
@@ -320,12 +320,12 @@ void build_composed(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit
   r.plan.workers = static_cast<int>(std::min<std::int64_t>(cpu.threads, tasks));
   const auto workers = static_cast<std::size_t>(r.plan.workers);
   ScratchLayout layout;
-  r.scores = layout.add("scores", float_bytes(r.rows, p.kv_len, "scores"), workers);
-  r.out_rows = layout.add("out_rows", float_bytes(r.rows, p.value_dim, "output rows"), workers);
+  r.scores = layout.add("scores", float_bytes(p, r.rows, p.kv_len, "scores"), workers);
+  r.out_rows = layout.add("out_rows", float_bytes(p, r.rows, p.value_dim, "output rows"), workers);
   if (r.pack_inputs) {
-    r.q_rows = layout.add("q_rows", float_bytes(r.rows, p.head_dim, "q rows"), workers);
-    r.k_rows = layout.add("k_rows", float_bytes(p.kv_len, p.head_dim, "k rows"), workers);
-    r.v_rows = layout.add("v_rows", float_bytes(p.kv_len, p.value_dim, "v rows"), workers);
+    r.q_rows = layout.add("q_rows", float_bytes(p, r.rows, p.head_dim, "q rows"), workers);
+    r.k_rows = layout.add("k_rows", float_bytes(p, p.kv_len, p.head_dim, "k rows"), workers);
+    r.v_rows = layout.add("v_rows", float_bytes(p, p.kv_len, p.value_dim, "v rows"), workers);
     r.packed_kv_id = layout.add("packed_kv_id", sizeof(std::int64_t), workers);
   }
   r.plan.buffers = layout.buffers();
@@ -335,7 +335,7 @@ void build_composed(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit
 [[noreturn]] void no_route_fits(const Problem& p, const char* route, std::size_t min_cap) {
   throw Error(ErrorKind::InvalidArgument,
               format("[{}] max_score_bytes ({}) is below what {} needs; the smallest cap that fits is {} bytes",
-                     kOp, *p.max_score_bytes, route, min_cap));
+                     op_of(p), *p.max_score_bytes, route, min_cap));
 }
 
 enum class Pick { Vector, Tiled, Composed };
@@ -494,7 +494,7 @@ CpuRoute plan_cpu(const Problem& p, const CpuInfo& cpu, const PlanOverrides& ove
           r.plan.kernel_name = kernel_name("composed_blocks", p.dtype);
           reasons.push_back(format("capped: scores of {} rows x {} keys = {} bytes > max_score_bytes {}; "
                                    "composed in blocks of {} rows ({} bytes)",
-                                   p.q_len, p.kv_len, float_bytes(p.q_len, p.kv_len, "scores"),
+                                   p.q_len, p.kv_len, float_bytes(p, p.q_len, p.kv_len, "scores"),
                                    *p.max_score_bytes, composed->a, composed->intermediate));
         } else {
           r.plan.kernel_name = kernel_name("composed", p.dtype);

@@ -26,8 +26,8 @@ std::int64_t pow2_ceil(std::int64_t value) {
   return p;
 }
 
-std::size_t float_bytes(std::int64_t count_a, std::int64_t count_b, const char* what) {
-  return static_cast<std::size_t>(checked_mul(checked_mul(count_a, count_b, kOp, what), kFloat, kOp, what));
+std::size_t float_bytes(const Problem& p, std::int64_t count_a, std::int64_t count_b, const char* what) {
+  return static_cast<std::size_t>(checked_mul(checked_mul(count_a, count_b, op_of(p), what), kFloat, op_of(p), what));
 }
 
 std::string kernel_name(const char* route, DType dtype) {
@@ -73,7 +73,7 @@ VectorFit fit_vector_fma(const Problem& p) {
   s.row_tile = tile;
   s.row_tiles = std::max<std::int64_t>(1, ceil_div(s.rows, tile));
   const std::int64_t keys_in_flight = (kVectorThreads / s.lanes_per_key) * vector_keys_per_step(s.chunks_per_lane);
-  fit.intermediate = float_bytes(std::min<std::int64_t>(std::max<std::int64_t>(s.rows, 1), tile), keys_in_flight,
+  fit.intermediate = float_bytes(p, std::min<std::int64_t>(std::max<std::int64_t>(s.rows, 1), tile), keys_in_flight,
                                  "scores in flight");
   return fit;
 }
@@ -116,7 +116,7 @@ void fit_mma_rows(VectorFit& fit, const Problem& p) {
   s.rows = p.group * p.q_len;
   s.row_tile = s.rows <= 8 ? 8 : vector_mma_max_row_tile(s.head_class);
   s.row_tiles = std::max<std::int64_t>(1, ceil_div(s.rows, s.row_tile));
-  fit.intermediate = float_bytes(std::min<std::int64_t>(std::max<std::int64_t>(s.rows, 1), s.row_tile),
+  fit.intermediate = float_bytes(p, std::min<std::int64_t>(std::max<std::int64_t>(s.rows, 1), s.row_tile),
                                  kVectorMmaWarps * kVectorMmaKeysPerTile, "scores in flight");
 }
 
@@ -283,7 +283,7 @@ struct ComposedFit {
 };
 
 std::optional<ComposedFit> fit_composed(const Problem& p, std::size_t& min_cap) {
-  min_cap = std::max<std::size_t>(float_bytes(1, p.kv_len, "a score row"), 1);
+  min_cap = std::max<std::size_t>(float_bytes(p, 1, p.kv_len, "a score row"), 1);
   const std::int64_t row_bytes = std::max<std::int64_t>(p.kv_len * kFloat, 1);
   // The caller's cap, else the default budget (at least one row: a long row still runs).
   const std::int64_t budget = p.max_score_bytes ? *p.max_score_bytes : std::max(kComposedScoreBudget, row_bytes);
@@ -295,7 +295,7 @@ std::optional<ComposedFit> fit_composed(const Problem& p, std::size_t& min_cap) 
   const std::int64_t q_len = std::max<std::int64_t>(p.q_len, 1);
   const std::int64_t rows = std::min(q_len, budget / row_bytes);
   if (rows < 1) return std::nullopt;
-  const std::int64_t pairs = std::max<std::int64_t>(checked_mul(p.batch, p.kv_heads, kOp, "batch x key heads"), 1);
+  const std::int64_t pairs = std::max<std::int64_t>(checked_mul(p.batch, p.kv_heads, op_of(p), "batch x key heads"), 1);
   const std::int64_t per_step = std::max<std::int64_t>(budget / (row_bytes * rows), 1);
   const auto steps = [&](bool fold) {
     const std::int64_t heads = fold ? pairs : std::max<std::int64_t>(p.kv_heads, 1);
@@ -308,16 +308,16 @@ std::optional<ComposedFit> fit_composed(const Problem& p, std::size_t& min_cap) 
   const std::int64_t heads = fit.fold_batch ? pairs : std::max<std::int64_t>(p.kv_heads, 1);
   fit.rows = rows;
   fit.heads = std::clamp<std::int64_t>(per_step, 1, heads);
-  fit.intermediate = float_bytes(fit.heads * fit.rows, p.kv_len, "a score step");
+  fit.intermediate = float_bytes(p, fit.heads * fit.rows, p.kv_len, "a score step");
   fit.capped = p.max_score_bytes && (fit.rows < q_len || fit.heads < heads) &&
-               float_bytes(heads * q_len, p.kv_len, "scores") > static_cast<std::size_t>(*p.max_score_bytes);
+               float_bytes(p, heads * q_len, p.kv_len, "scores") > static_cast<std::size_t>(*p.max_score_bytes);
   return fit;
 }
 
 [[noreturn]] void no_route_fits(const Problem& p, const std::string& route, std::size_t min_cap) {
   throw Error(ErrorKind::InvalidArgument,
               format("[{}] max_score_bytes ({}) is below what {} needs; the smallest cap that fits is {} bytes",
-                     kOp, *p.max_score_bytes, route, min_cap));
+                     op_of(p), *p.max_score_bytes, route, min_cap));
 }
 
 // The tensor-core kernel's partition count: the fewest of the candidates that minimise
@@ -448,8 +448,8 @@ void explain_fma_vector(std::vector<std::string>& reasons, const Problem& p, con
 // (batch, key head).
 std::size_t partials_bytes(const Problem& p, std::int64_t rows, std::int64_t partitions) {
   const std::int64_t slots =
-      checked_mul(checked_mul(p.batch * p.kv_heads, rows, kOp, "partials"), partitions, kOp, "partials");
-  return float_bytes(slots, p.value_dim + 2, "partials");
+      checked_mul(checked_mul(p.batch * p.kv_heads, rows, op_of(p), "partials"), partitions, op_of(p), "partials");
+  return float_bytes(p, slots, p.value_dim + 2, "partials");
 }
 
 void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, const VectorFit& fit,
@@ -513,21 +513,21 @@ void build_composed(CudaRoute& r, const Problem& p, const ComposedFit& fit) {
                                 : "q and k packed to contiguous rows (their rows are not contiguous)",
              c.pack_v ? (p.dtype == DType::Float32 ? ", v packed" : ", v converted to float32") : ", v in place"));
   r.plan.workers = static_cast<int>(std::min<std::int64_t>(
-      std::numeric_limits<int>::max(), checked_mul(c.rows, c.heads, kOp, "softmax blocks")));
+      std::numeric_limits<int>::max(), checked_mul(c.rows, c.heads, op_of(p), "softmax blocks")));
   ScratchLayout layout;
   if (c.pack_qk) {
     r.q_packed = layout.add("q_packed", static_cast<std::size_t>(checked_mul(
-                                Shape{p.batch, p.q_heads, p.q_len, p.head_dim}.numel(kOp),
-                                static_cast<std::int64_t>(size_of(p.dtype)), kOp, "q bytes")));
+                                Shape{p.batch, p.q_heads, p.q_len, p.head_dim}.numel(op_of(p)),
+                                static_cast<std::int64_t>(size_of(p.dtype)), op_of(p), "q bytes")));
     r.k_packed = layout.add("k_packed", static_cast<std::size_t>(checked_mul(
-                                Shape{p.batch, p.kv_heads, p.kv_len, p.head_dim}.numel(kOp),
-                                static_cast<std::int64_t>(size_of(p.dtype)), kOp, "k bytes")));
+                                Shape{p.batch, p.kv_heads, p.kv_len, p.head_dim}.numel(op_of(p)),
+                                static_cast<std::int64_t>(size_of(p.dtype)), op_of(p), "k bytes")));
   }
   if (c.pack_v) {
-    r.v_packed = layout.add("v_float32", float_bytes(p.batch * p.kv_heads, p.kv_len * p.value_dim, "v"));
+    r.v_packed = layout.add("v_float32", float_bytes(p, p.batch * p.kv_heads, p.kv_len * p.value_dim, "v"));
   }
   r.scores = layout.add("scores", fit.intermediate);
-  r.out_rows = layout.add("out_rows", float_bytes(c.heads * c.rows, p.value_dim, "output rows"));
+  r.out_rows = layout.add("out_rows", float_bytes(p, c.heads * c.rows, p.value_dim, "output rows"));
   r.plan.buffers = layout.buffers();
   r.plan.scratch_bytes = layout.total_bytes();
 }
@@ -566,7 +566,7 @@ Use choose_route(const Problem& p, const CudaFits& f, std::vector<std::string>& 
         if (p.max_score_bytes && f.tiled_min != std::numeric_limits<std::size_t>::max()) {
           no_route_fits(p, "the tiled route (one block's score tile)", f.tiled_min);
         }
-        throw Error(ErrorKind::Unsupported, format("[{}] the CUDA tiled route cannot serve: {}", kOp, f.tiled_why));
+        throw Error(ErrorKind::Unsupported, format("[{}] the CUDA tiled route cannot serve: {}", op_of(p), f.tiled_why));
       }
       use = Use::Tiled;
       reasons.push_back("route tiled: asked for by the caller");
@@ -576,7 +576,7 @@ Use choose_route(const Problem& p, const CudaFits& f, std::vector<std::string>& 
         if (p.max_score_bytes && f.vector_min != std::numeric_limits<std::size_t>::max()) {
           no_route_fits(p, "the vector route", f.vector_min);
         }
-        throw Error(ErrorKind::Unsupported, format("[{}] the CUDA vector route cannot serve: {}", kOp, f.vector_why));
+        throw Error(ErrorKind::Unsupported, format("[{}] the CUDA vector route cannot serve: {}", op_of(p), f.vector_why));
       }
       use = Use::Vector;
       reasons.push_back("route vector: asked for by the caller");

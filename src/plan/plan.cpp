@@ -88,7 +88,7 @@ void refuse_scratch_budget(const Problem& p, const AttentionPlan& plan) {
   throw Error(ErrorKind::InvalidArgument,
               format("[{}] max_scratch_bytes ({}) is below what the {} route needs; the smallest budget that fits "
                      "is {} bytes",
-                     kOp, *p.max_scratch_bytes, route_name(plan.kernel), plan.scratch_bytes));
+                     op_of(p), *p.max_scratch_bytes, route_name(plan.kernel), plan.scratch_bytes));
 }
 
 void plan_empty_output(AttentionPlan& plan, const Problem& p, const std::string& workers) {
@@ -108,10 +108,10 @@ void plan_empty_output(AttentionPlan& plan, const Problem& p, const std::string&
   plan.reasons.push_back("scratch: 0 bytes in 0 buffers; largest score intermediate 0 bytes");
 }
 
-void require_backend(Device device) {
+void require_backend(Device device, const char* op) {
   if (device.type != DeviceType::CPU) {
     throw Error(ErrorKind::Unsupported,
-                format("[{}] device {}: this build of heed has no CUDA backend", kOp, device.to_string()));
+                format("[{}] device {}: this build of heed has no CUDA backend", op, device.to_string()));
   }
 }
 

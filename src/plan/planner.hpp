@@ -12,7 +12,7 @@
 namespace heed::plan {
 
 // Throws Unsupported when this build has no backend for the device.
-void require_backend(Device device);
+void require_backend(Device device, const char* op);
 // The plan of an empty output (B, Hq, Lq or Dv = 0), for every backend: the caller's route, else
 // the composed one; nothing runs and no scratch is held. `workers` is the backend's line on its
 // workers; the backend names the kernel.
