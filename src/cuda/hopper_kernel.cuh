@@ -217,6 +217,7 @@ __device__ __forceinline__ void to_weights(const float (&s)[kBlockN / 8][4], std
 // The block's rows and the key tiles they see: 64 × consumers packed rows of one (batch, key
 // head), longest first, and the call's sizes as ints.
 struct Block {
+  call::Sequence seq;
   std::int64_t b, kv_head;
   int row0, rows, group, kv_len, offset, window;
   // The call's D and Dv, at most the compiled ones: TMA reads zeros past them (the maps hold the
@@ -232,6 +233,7 @@ __device__ __forceinline__ Block block_of(const HopperArgs& a) {
   const tiled::BlockPlace place = tiled::block_place(a.heads_inner);
   Block block;
   block.b = place.z;
+  block.seq = call::sequence(g, block.b);
   block.kv_head = place.kv_head;
   block.row0 = static_cast<int>((a.row_blocks - 1 - place.row_block) * Tr::kBlockM);  // longest first
   block.rows = static_cast<int>(a.rows);
@@ -294,8 +296,8 @@ struct Consumer {
     const Call& g = a;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      tiled::row_reach(block.row0 + wg_row0 + warp * 16 + quad_row + 8 * half, block.rows, block.group, block.offset, block.window,
-                       g.causal, block.kv_len, key_lo[half], key_hi[half]);
+      tiled::row_keys(g, block.seq, block.row0 + wg_row0 + warp * 16 + quad_row + 8 * half, block.rows, block.group,
+                      key_lo[half], key_hi[half]);
     }
 #pragma unroll
     for (int j = 0; j < kOTiles; ++j)

@@ -8,6 +8,8 @@
 // - K/V tiles of block_n keys stream through a cp.async ring of `stages` tiles; tiles that no
 //   row of the block can see (causal, window) are never loaded.
 // - Online softmax in the log2 domain: each lane holds two rows' maxima and partial sums.
+// - Serving forms: a block reads its sequence (call::sequence) and its own lengths; q, out and
+//   lse rows through call::row_offset, key rows through call::key_offset once per page run.
 // Tile shapes: plan/cuda_tables.hpp (kTiledConfigs), read by the planner too.
 
 #include <cuda_bf16.h>
@@ -56,6 +58,8 @@ struct Traits {
 };
 
 using ptx::shared_address;
+
+inline constexpr float kLn2 = 0.6931471805599453f;  // a log2-unit score times this is natural
 
 // c += a (16×16, row-major fragments) · b (16×8, column-major fragments), float32 accumulators.
 template <typename T>
@@ -115,12 +119,13 @@ __device__ __forceinline__ BlockPlace block_place(bool heads_inner) {
   return {static_cast<int>(index / pairs), static_cast<int>(pair % gridDim.y), static_cast<int>(pair / gridDim.y)};
 }
 
-// Row r's visible keys [lo, hi] (hi = -1 past the last row).
-__device__ __forceinline__ void row_reach(int r, int rows, int group, int offset, int window, bool causal,
-                                          int kv_len, int& lo, int& hi) {
-  const int diagonal = r / group + offset;
-  lo = window > 0 ? diagonal - window + 1 : 0;
-  hi = r >= rows ? -1 : causal ? min(diagonal, kv_len - 1) : kv_len - 1;
+// Packed row r's visible keys [lo, hi] of sequence `seq` by the score header (hi < lo: none;
+// hi = -1 past the block's last row).
+__device__ __forceinline__ void row_keys(const call::Problem& p, const call::Sequence& seq, int r, int rows,
+                                         int group, int& lo, int& hi) {
+  const score::KeyRange range = score::keys_for_row(p, seq, r / group);
+  lo = static_cast<int>(range.begin);
+  hi = r >= rows ? -1 : static_cast<int>(range.end) - 1;
 }
 
 // The columns [lo, hi] of the key tile at n0 that each of the lane's row halves sees (its keys
@@ -218,9 +223,10 @@ __device__ __forceinline__ WarpLane warp_lane() {
   return {lane, static_cast<int>(threadIdx.x >> 5), lane >> 2, lane & 3};
 }
 
-// A block's slice of the call: its batch, key head and part of Dv, its packed rows and the key
-// tiles they reach.
+// A block's slice of the call: its sequence, key head and part of Dv, its packed rows and the
+// key tiles they reach. row0 < 0: the block lies past its sequence's rows and has nothing to do.
 struct BlockGeometry {
+  call::Sequence seq;
   std::int64_t b, kv_head, part;
   int row0, rows, group, kv_len, offset, window;
   int head_dim, part_columns;
@@ -241,15 +247,20 @@ __device__ __forceinline__ BlockGeometry block_geometry(const TiledArgs& a) {
   geo.b = place.z / a.value_parts;
   geo.kv_head = place.kv_head;
   geo.part = place.z % a.value_parts;
-  // Row blocks last first: under causal masking the last positions see the most keys.
-  geo.row0 = static_cast<int>((a.row_blocks - 1 - place.row_block) * kBlockM);
-  // Lengths below 2^29 and rows below 2^30 (the planner's kTiledMaxLength): 32-bit indices.
-  geo.rows = static_cast<int>(a.rows);
+  geo.seq = call::sequence(g, geo.b);
+  // Lengths below 2^29 and rows below 2^30 (the planner's kTiledMaxLength bounds the maxima):
+  // 32-bit indices. A dense sequence has a.rows rows.
   geo.group = static_cast<int>(g.group);
-  geo.kv_len = static_cast<int>(g.kv_len);
-  geo.offset = geo.kv_len - static_cast<int>(g.q_len);
+  geo.rows = geo.group * static_cast<int>(geo.seq.q_len);
+  // Row blocks last first, counted from the sequence's own last block: under causal masking the
+  // last positions see the most keys, so every sequence's longest block is among the first
+  // launched and the blocks past a short sequence's rows come last.
+  const int seq_row_blocks = (geo.rows + kBlockM - 1) / kBlockM;
+  geo.row0 = (seq_row_blocks - 1 - static_cast<int>(place.row_block)) * kBlockM;
+  geo.kv_len = static_cast<int>(geo.seq.kv_len);
+  geo.offset = geo.kv_len - static_cast<int>(geo.seq.q_len);
   // A window of Lq + Lk keys or more bounds nothing; clamped there it fits an int.
-  geo.window = g.window > 0 ? static_cast<int>(min(g.window, g.kv_len + g.q_len)) : 0;
+  geo.window = g.window > 0 ? static_cast<int>(min(g.window, geo.seq.kv_len + geo.seq.q_len)) : 0;
   // The call's D and this part's columns of Dv, at most the compiled D and Dv: the copies past
   // them write zeros and read nothing, the stores past them are skipped.
   geo.head_dim = static_cast<int>(g.head_dim);
@@ -268,14 +279,14 @@ template <typename T, typename Tr>
 __device__ __forceinline__ void load_q(const TiledArgs& a, const BlockGeometry& geo, const WarpLane& at,
                                        uint4* q_tile) {
   using KLayout = RowLayout<Tr::kChunksK>;
-  const T* q_batch = static_cast<const T*>(a.q) + geo.b * a.q_strides.s[0];
+  const T* q_sequence = static_cast<const T*>(a.q) + call::row_offset(a.q_strides, geo.seq, 0, 0);
 #pragma unroll
   for (int i = 0; i < Tr::D / 16; ++i) {
     const int index = at.lane + 32 * i;
     const int r = at.warp * 16 + index / Tr::kChunksK, c = index % Tr::kChunksK;
     const int row = geo.row0 + r;
     const bool valid = row < geo.rows && 8 * c < geo.head_dim;
-    const T* source = q_batch;
+    const T* source = q_sequence;
     if (valid) {
       source += (geo.kv_head * geo.group + row % geo.group) * a.q_strides.s[1] +
                 std::int64_t(row / geo.group) * a.q_strides.s[2] + 8 * c;
@@ -286,29 +297,37 @@ __device__ __forceinline__ void load_q(const TiledArgs& a, const BlockGeometry& 
 }
 
 // The block's key head of K and V (and its part of V's columns), copied tile by tile into the
-// cp.async ring.
+// cp.async ring. A tile's rows are addressed from its first row's offset while they lie at one
+// stride from it (call::key_run: the whole tile unless paged keys change page inside it); the
+// rest each resolve their own page. Pages are read in place.
 template <typename T, typename Tr>
 struct KvTiles {
   const TiledArgs& a;
   const BlockGeometry& geo;
   uint4* const ring;
-  const T* const k_head;
-  const T* const v_head;
+  const T* const k;
+  const T* const v;  // at the block's part of V's columns
 
   __device__ __forceinline__ KvTiles(const TiledArgs& args, const BlockGeometry& geometry, uint4* ring_stages)
       : a(args),
         geo(geometry),
         ring(ring_stages),
-        k_head(static_cast<const T*>(args.k) + geometry.b * args.k_strides.s[0] +
-               geometry.kv_head * args.k_strides.s[1]),
-        v_head(static_cast<const T*>(args.v) + geometry.b * args.v_strides.s[0] +
-               geometry.kv_head * args.v_strides.s[1] + geometry.part * Tr::Dv * args.v_strides.s[3]) {}
+        k(static_cast<const T*>(args.k)),
+        v(static_cast<const T*>(args.v) + geometry.part * Tr::Dv * args.v_strides.s[3]) {}
+
+  // Element offset of key row j (< the sequence's Lk) of the block's key head in k or v.
+  __device__ __forceinline__ std::int64_t row_at(const call::Strides& strides, std::int64_t j) const {
+    return call::key_offset(a, strides, geo.seq, geo.kv_head, j);
+  }
 
   // Copies key tile `tile` into ring stage `stage`; keys past Lk are zeros.
   __device__ __forceinline__ void load(int tile, int stage) const {
     using KLayout = RowLayout<Tr::kChunksK>;
     using VLayout = RowLayout<Tr::kChunksV>;
-    const std::int64_t n0 = std::int64_t(tile) * Tr::kBlockN;
+    const int n0 = tile * Tr::kBlockN;
+    // Rows [n0, n0 + run) at one stride from row n0; tiles start below Lk.
+    const std::int64_t run = call::key_run(a, geo.seq, n0);
+    const std::int64_t k_first = row_at(a.k_strides, n0), v_first = row_at(a.v_strides, n0);
     uint4* const k_tile = ring + stage * Tr::kStage;
     uint4* const v_tile = k_tile + Tr::kKTile;
     constexpr int kKChunks = Tr::kBlockN * Tr::kChunksK, kVChunks = Tr::kBlockN * Tr::kChunksV;
@@ -318,8 +337,9 @@ struct KvTiles {
       if (kKChunks % Tr::kThreads == 0 || index < kKChunks) {
         const int r = index / Tr::kChunksK, c = index % Tr::kChunksK;
         const bool valid = n0 + r < geo.kv_len && 8 * c < geo.head_dim;
-        ptx::cp_async_16_or_zero(shared_address(k_tile + KLayout::at(r, c)),
-                                 k_head + (valid ? (n0 + r) * a.k_strides.s[2] + 8 * c : 0), valid);
+        std::int64_t offset = 0;
+        if (valid) offset = (r < run ? k_first + r * a.k_strides.s[2] : row_at(a.k_strides, n0 + r)) + 8 * c;
+        ptx::cp_async_16_or_zero(shared_address(k_tile + KLayout::at(r, c)), k + offset, valid);
       }
     }
 #pragma unroll
@@ -328,8 +348,9 @@ struct KvTiles {
       if (kVChunks % Tr::kThreads == 0 || index < kVChunks) {
         const int r = index / Tr::kChunksV, c = index % Tr::kChunksV;
         const bool valid = n0 + r < geo.kv_len && 8 * c < geo.part_columns;
-        ptx::cp_async_16_or_zero(shared_address(v_tile + VLayout::at(r, c)),
-                                 v_head + (valid ? (n0 + r) * a.v_strides.s[2] + 8 * c : 0), valid);
+        std::int64_t offset = 0;
+        if (valid) offset = (r < run ? v_first + r * a.v_strides.s[2] : row_at(a.v_strides, n0 + r)) + 8 * c;
+        ptx::cp_async_16_or_zero(shared_address(v_tile + VLayout::at(r, c)), v + offset, valid);
       }
     }
   }
@@ -463,6 +484,8 @@ __device__ __forceinline__ void accumulate_values(float (&o)[Tr::Dv / 8][4], con
 }
 
 // out = O / (sum + 2^sink), in the frame of the row's maximum; rows that saw no key are zeros.
+// Where the call asks for it, each row's log-sum-exp too (natural log, the sink included), by
+// the quad's first lane and the first part of Dv.
 __device__ __forceinline__ void output_factors(const Call& g, const BlockGeometry& geo, const WarpLane& at,
                                                const float (&row_max)[2], const float (&row_sum)[2],
                                                float (&factor)[2]) {
@@ -470,9 +493,15 @@ __device__ __forceinline__ void output_factors(const Call& g, const BlockGeometr
   for (int half = 0; half < 2; ++half) {
     const float total = quad_sum(row_sum[half]);
     const int r = geo.lane_row(at, half);
+    const std::int64_t head = geo.kv_head * geo.group + r % geo.group;
     const bool sinks = g.sinks.data != nullptr && r < geo.rows;
-    const float sink = sinks ? sink_logit(g.sinks, geo.kv_head * geo.group + r % geo.group) * kLog2e : 0.0f;
-    factor[half] = score::finalize_weight(row_max[half], total, sinks, sink, Exp2Approx{});
+    const float sink = sinks ? sink_logit(g.sinks, head) : 0.0f;
+    factor[half] = score::finalize_weight(row_max[half], total, sinks, sink * kLog2e, Exp2Approx{});
+    if (g.lse != nullptr && at.quad_col == 0 && r < geo.rows && geo.part == 0) {
+      // row_sum sums 2^(s - max) in log2 units, which is e^(s - max) in natural ones.
+      g.lse[call::row_offset(g.lse_strides, geo.seq, head, r / geo.group)] =
+          score::row_lse(row_max[half] * kLn2, total, sinks, sink);
+    }
   }
 }
 
@@ -493,7 +522,8 @@ __device__ __forceinline__ void store_output(const TiledArgs& a, const BlockGeom
           pack<T>(o[j][2 * half] * factor[half], o[j][2 * half + 1] * factor[half]);
     }
   __syncwarp();
-  T* const out_batch = static_cast<T*>(a.out) + geo.b * a.out_strides.s[0] + geo.part * Tr::Dv * a.out_strides.s[3];
+  T* const out_batch = static_cast<T*>(a.out) + call::row_offset(a.out_strides, geo.seq, 0, 0) +
+                       geo.part * Tr::Dv * a.out_strides.s[3];
 #pragma unroll
   for (int i = 0; i < Tr::Dv / 16; ++i) {
     const int index = at.lane + 32 * i;
@@ -527,12 +557,12 @@ __global__ void __launch_bounds__(Traits<D, Dv, kKeyBlockM, kKeyBlockN>::kThread
 
   const WarpLane at = warp_lane();
   const BlockGeometry geo = block_geometry<kBlockM, kBlockN, Dv>(a);
+  if (geo.row0 < 0) return;  // past the sequence's rows: the whole block leaves
   // This lane's two rows (g and g + 8 of its warp): their visible keys [key_lo, key_hi].
   int key_lo[2], key_hi[2];
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    row_reach(geo.lane_row(at, half), geo.rows, geo.group, geo.offset, geo.window, a.causal, geo.kv_len,
-              key_lo[half], key_hi[half]);
+    row_keys(a, geo.seq, geo.lane_row(at, half), geo.rows, geo.group, key_lo[half], key_hi[half]);
   }
 
   load_q<T, Tr>(a, geo, at, q_tile);

@@ -93,6 +93,23 @@ void choose_launch_order(const Problem& p, const CudaDeviceInfo& device, CudaTil
   s.heads_inner = 20 * fit.finish_heads_inner < 19 * fit.finish_head_major;
 }
 
+// How a ragged or paged batch runs: grid and rows sized by the bounds, each block over its own
+// sequence.
+std::string serving_reason(const Problem& p, const CudaTiledShape& s) {
+  const std::string keys =
+      p.form == call::Form::Ragged
+          ? std::string("keys at cu_seqlens_k[b] of k and v")
+          : format("keys read in place from pages of {} keys by the block table (a tile's rows at one stride from "
+                   "its first while they share a page, {})",
+                   p.page_size,
+                   p.page_size >= s.block_n ? "so whole tiles unless one straddles a page boundary"
+                                            : format("each row its own page lookup below {}-key tiles", s.block_n));
+  return format("serving: {} sequences, grid and rows sized by the bounds Lq {} / Lk {}; block (row block i, key "
+                "head, b) takes sequence b's row block i counted from its last (each sequence's longest blocks "
+                "first), and blocks past its rows exit at once; {}{}",
+                p.batch, p.q_len, p.kv_len, keys, p.has_lse ? "; lse per row at the finalize step (natural log)" : "");
+}
+
 // Why the Hopper kernel cannot serve `p` on `device`, or empty when it can.
 std::string hopper_why_not(const Problem& p, const CudaDeviceInfo& device, int index) {
   if (device.major != 9 || device.minor != 0) {
@@ -109,6 +126,15 @@ std::string hopper_why_not(const Problem& p, const CudaDeviceInfo& device, int i
     return format("the wgmma kernel is built for D = Dv in {} (a call's sizes rounded up), none of them holds D {} / "
                   "Dv {}",
                   built, p.head_dim, p.value_dim);
+  }
+  if (p.form == call::Form::Paged) {
+    return "paged keys stay on the mma.sync kernel (the wgmma kernel's TMA tensor maps describe one strided [B, H, "
+           "L, D] tensor; a tile of a paged sequence spans pages of the block table, which the mma.sync kernel "
+           "addresses row by row)";
+  }
+  if (p.form == call::Form::Ragged || p.has_lse) {
+    return format("{} stays on the mma.sync kernel (the wgmma kernel serves dense calls without lse so far)",
+                  p.form == call::Form::Ragged ? "a ragged batch" : "lse");
   }
   if (p.mask_kind != MaskKind::None) {
     return "array masks stay on the mma.sync kernel (the wgmma kernel's consumers would spill reading them per "
@@ -314,6 +340,7 @@ void build_cuda_tiled(CudaRoute& r, const Problem& p, const CudaTiledFit& fit) {
   reasons.push_back(format("tiled rows: the {} heads of a key head packed with its {} positions ({} rows: row r is "
                            "position r / {}, head r % {}), so each K/V tile is read once per group",
                            p.group, p.q_len, s.rows, p.group, p.group));
+  if (p.form != call::Form::Dense) reasons.push_back(serving_reason(p, s));
   const std::int64_t grid_z = p.batch * s.value_parts;
   std::string order;
   if (fit.finish_head_major > 0) {
