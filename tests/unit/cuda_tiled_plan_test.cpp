@@ -13,6 +13,7 @@
 #include "heed/heed.hpp"
 #include "plan/cuda_plan.hpp"
 #include "plan/cuda_tables.hpp"
+#include "plan/cuda_tiled_plan.hpp"
 #include "plan/overrides.hpp"
 #include "plan/problem.hpp"
 
@@ -576,6 +577,84 @@ TEST(CudaHeadSizes, DecodeTakesTheVectorRouteOnAnH200AndAnA100) {
       EXPECT_FALSE(r.vector.tensor_cores) << r.plan.explain();
     }
   }
+}
+
+// A serving problem by hand: `form`, the bounds Lq / Lk, and for paged calls the page size.
+plan::Problem serving(call::Form form, std::int64_t sequences, std::int64_t q_len, std::int64_t kv_len,
+                      std::int64_t page_size = 0, bool lse = false) {
+  plan::Problem p = problem(sequences, 8, 2, q_len, kv_len, 128, 128, DType::BFloat16);
+  p.form = form;
+  p.causal = true;
+  p.page_size = page_size;
+  p.total_kv = form == call::Form::Ragged ? sequences * kv_len : 0;
+  p.has_lse = lse;
+  return p;
+}
+
+// The tiled route's fit and plan for `p`, which it must serve.
+plan::CudaRoute tiled_route(const plan::Problem& p, const plan::CudaDeviceInfo& device) {
+  std::size_t min_cap = 0;
+  std::string why;
+  const std::optional<plan::CudaTiledFit> fit = plan::fit_cuda_tiled(p, device, plan::PlanOverrides{}, min_cap, why);
+  plan::CudaRoute r;
+  EXPECT_TRUE(fit.has_value()) << why;
+  if (fit) plan::build_cuda_tiled(r, p, *fit);
+  return r;
+}
+
+// Ragged batches take the mma.sync kernel, on its grid of the bounds, each block over its own
+// sequence; on Hopper the wgmma kernel says why it does not serve them yet.
+TEST(CudaTiledServing, RaggedRunsTheMmaKernelOnTheBoundsGrid) {
+  const plan::Problem p = serving(call::Form::Ragged, 3, 300, 500);
+  for (const plan::CudaDeviceInfo& device : {a100(), h200_wgmma()}) {
+    const plan::CudaRoute r = tiled_route(p, device);
+    EXPECT_FALSE(r.tiled.wgmma) << r.plan.explain();
+    EXPECT_EQ(r.plan.kernel_name, "heed_cuda_tiled_bf16");
+    EXPECT_EQ(r.tiled.rows, 4 * 300);
+    EXPECT_EQ(r.tiled.row_blocks, 10);      // ceil(4 x 300 / 128)
+    EXPECT_EQ(r.plan.workers, 10 * 2 * 3);  // grid [10, Hkv 2, 3 sequences]
+    EXPECT_EQ(r.plan.scratch_bytes, 0u);
+    EXPECT_TRUE(mentions(r.plan, "serving: 3 sequences, grid and rows sized by the bounds Lq 300 / Lk 500"))
+        << r.plan.explain();
+    EXPECT_TRUE(mentions(r.plan, "keys at cu_seqlens_k[b]")) << r.plan.explain();
+  }
+  EXPECT_TRUE(mentions(tiled_route(p, h200_wgmma()).plan, "a ragged batch stays on the mma.sync kernel"));
+}
+
+// Paged keys: the mma.sync kernel at every page size (row lookups below a tile, run-addressed
+// tiles from one up); the wgmma kernel's tensor maps cannot describe pages, and it says so.
+TEST(CudaTiledServing, PagedRunsTheMmaKernelAtEveryPageSize) {
+  for (std::int64_t page_size : {1, 16, 64, 256}) {
+    const plan::Problem p = serving(call::Form::Paged, 4, 37, 1000, page_size);
+    const plan::CudaRoute r = tiled_route(p, h200_wgmma());
+    EXPECT_FALSE(r.tiled.wgmma) << r.plan.explain();
+    EXPECT_EQ(r.tiled.row_blocks, 2);  // ceil(4 x 37 / 128)
+    EXPECT_TRUE(mentions(r.plan, "paged keys stay on the mma.sync kernel")) << r.plan.explain();
+    EXPECT_TRUE(mentions(r.plan, format("pages of {} keys by the block table", page_size))) << r.plan.explain();
+    EXPECT_TRUE(mentions(r.plan, page_size >= 64 ? "so whole tiles" : "each row its own page lookup"))
+        << r.plan.explain();
+  }
+}
+
+// lse is written by the mma.sync kernel at its finalize step, dense or not.
+TEST(CudaTiledServing, LseRunsTheMmaKernel) {
+  plan::Problem dense = problem(2, 8, 2, 300, 300, 128, 128, DType::BFloat16);
+  dense.has_lse = true;
+  const plan::CudaRoute r = tiled_route(dense, h200_wgmma());
+  EXPECT_FALSE(r.tiled.wgmma);
+  EXPECT_TRUE(mentions(r.plan, "lse stays on the mma.sync kernel")) << r.plan.explain();
+  const plan::CudaRoute ragged = tiled_route(serving(call::Form::Ragged, 2, 64, 64, 0, true), a100());
+  EXPECT_TRUE(mentions(ragged.plan, "lse per row at the finalize step")) << ragged.plan.explain();
+}
+
+// Float32 serving calls are not the tiled kernel's, with the dense call's reason.
+TEST(CudaTiledServing, Float32IsRefusedWithTheReason) {
+  plan::Problem p = serving(call::Form::Paged, 2, 16, 64, 16);
+  p.dtype = DType::Float32;
+  std::size_t min_cap = 0;
+  std::string why;
+  EXPECT_FALSE(plan::fit_cuda_tiled(p, a100(), plan::PlanOverrides{}, min_cap, why).has_value());
+  EXPECT_NE(why.find("float16 and bfloat16"), std::string::npos) << why;
 }
 
 }  // namespace

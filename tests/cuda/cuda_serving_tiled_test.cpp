@@ -1,0 +1,354 @@
+// The serving forms on the CUDA tiled route (RouteChoice::Tiled, whatever auto would pick) against
+// the float64 serving oracle: ragged batches with empty and length-1 sequences, Lq > Lk under
+// causal, windows, sinks, softcap, GQA and MQA; paged chunked prefill at page sizes 1 to 256 with
+// shared, shuffled block tables and non-contiguous table rows; every call with an lse output, the
+// outputs poisoned before each run. Metadata lives on the device, as an engine's does. Label
+// `gpu`: skipped without a device.
+
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cpu/reference/serving_oracle.hpp"
+#include "cuda/device_tensor.hpp"
+#include "heed/heed.hpp"
+#include "support/serving.hpp"
+#include "support/support.hpp"
+
+namespace heed::test {
+namespace {
+
+bool have_gpu() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+#define REQUIRE_GPU() \
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device: the gpu tests need one"
+
+struct ServingCase {
+  std::string name;
+  bool paged = false;
+  std::vector<std::int64_t> q_lens, kv_lens;
+  bool decode = false;  // paged: q [B, Hq, D], one query per sequence (q_lens all 1)
+  std::int64_t page_size = 16;
+  std::int64_t q_heads = 4, kv_heads = 2, head_dim = 64, value_dim = 64;
+  bool causal = false;
+  std::optional<std::int64_t> window;
+  bool sinks = false;
+  std::optional<float> softcap;
+  bool head_major = false;        // ragged: q, k, v stored [H, total, E]; paged: pages [Hkv, page_size, E]
+  std::int64_t shared_pages = 0;  // paged: sequences b > 0 begin with sequence 0's first pages
+  std::int64_t table_pad = 0;     // paged: block-table rows this many entries apart beyond max_pages
+  bool empty_rows = false;        // some rows see no key
+  DType dtype = DType::Float16;
+};
+
+void PrintTo(const ServingCase& c, std::ostream* os) { *os << c.name; }
+
+// Oracle cost: each case below ~3e7 double multiply-adds. Sequences longer than one 128-row
+// block (with the group packed) put several row blocks in a sequence, and the grid's bounds
+// leave blocks past the short sequences' rows.
+std::vector<ServingCase> shapes() {
+  return {
+      {.name = "ragged_mixed_lengths", .q_lens = {1, 37, 0, 5, 130}, .kv_lens = {200, 37, 9, 0, 140},
+       .empty_rows = true},
+      {.name = "ragged_causal_lq_gt_lk_mqa", .q_lens = {20, 1, 7, 33}, .kv_lens = {8, 1, 0, 40}, .q_heads = 3,
+       .kv_heads = 1, .causal = true, .empty_rows = true},
+      {.name = "ragged_gqa_window", .q_lens = {17, 64, 1}, .kv_lens = {129, 64, 300}, .q_heads = 8, .kv_heads = 2,
+       .causal = true, .window = 32},
+      {.name = "ragged_window_lq_gt_lk", .q_lens = {40, 3}, .kv_lens = {30, 50}, .q_heads = 2, .kv_heads = 2,
+       .causal = true, .window = 5, .empty_rows = true},
+      {.name = "ragged_sinks_softcap", .q_lens = {9, 0, 31, 12}, .kv_lens = {50, 0, 17, 0}, .q_heads = 4,
+       .kv_heads = 4, .causal = true, .sinks = true, .softcap = 5.0f, .empty_rows = true},
+      {.name = "ragged_long_rows_d128", .q_lens = {300, 5, 129}, .kv_lens = {300, 700, 129}, .q_heads = 4,
+       .kv_heads = 2, .head_dim = 128, .value_dim = 128, .causal = true},
+      {.name = "ragged_d80_dv48_head_major", .q_lens = {12, 40}, .kv_lens = {12, 77}, .q_heads = 4,
+       .kv_heads = 1, .head_dim = 80, .value_dim = 48, .head_major = true},
+      {.name = "ragged_d256", .q_lens = {33, 2}, .kv_lens = {70, 90}, .q_heads = 2, .kv_heads = 1, .head_dim = 256,
+       .value_dim = 256, .causal = true, .sinks = true},
+      {.name = "ragged_single_1x1", .q_lens = {1}, .kv_lens = {1}, .q_heads = 1, .kv_heads = 1},
+      {.name = "ragged_no_keys_sinks", .q_lens = {3, 4}, .kv_lens = {0, 0}, .sinks = true, .empty_rows = true},
+
+      {.name = "paged_ps1_mqa", .paged = true, .q_lens = {6, 13, 1}, .kv_lens = {50, 13, 70}, .page_size = 1,
+       .q_heads = 4, .kv_heads = 1, .causal = true},
+      {.name = "paged_ps16_shared_sinks", .paged = true, .q_lens = {5, 1, 0, 17}, .kv_lens = {40, 33, 10, 17},
+       .causal = true, .sinks = true, .shared_pages = 1, .table_pad = 2},
+      {.name = "paged_ps16_lq_gt_lk", .paged = true, .q_lens = {10, 3, 20}, .kv_lens = {4, 0, 20}, .causal = true,
+       .empty_rows = true},
+      {.name = "paged_ps16_gqa_long", .paged = true, .q_lens = {64, 65}, .kv_lens = {1000, 65}, .q_heads = 8,
+       .kv_heads = 1, .shared_pages = 3},
+      {.name = "paged_ps64_head_major_window", .paged = true, .q_lens = {30, 2}, .kv_lens = {130, 64},
+       .page_size = 64, .q_heads = 6, .kv_heads = 2, .head_dim = 128, .value_dim = 128, .causal = true,
+       .window = 40, .head_major = true, .table_pad = 3},
+      {.name = "paged_ps256_shared_softcap", .paged = true, .q_lens = {200, 17, 100}, .kv_lens = {300, 17, 600},
+       .page_size = 256, .causal = true, .softcap = 5.0f, .shared_pages = 1},
+      {.name = "paged_ps7", .paged = true, .q_lens = {6, 13}, .kv_lens = {50, 13}, .page_size = 7, .causal = true},
+      {.name = "paged_decode_ps16", .paged = true, .q_lens = {1, 1, 1}, .kv_lens = {100, 1, 0}, .decode = true,
+       .q_heads = 8, .kv_heads = 2, .sinks = true},
+  };
+}
+
+std::vector<ServingCase> cases() {
+  std::vector<ServingCase> out;
+  for (const ServingCase& shape : shapes()) {
+    for (DType dtype : {DType::Float16, DType::BFloat16}) {
+      ServingCase c = shape;
+      c.name += std::string("_") + short_name(dtype);
+      c.dtype = dtype;
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+// Pages in random order: each sequence's own pages drawn from a shuffled pool, shared prefix
+// pages repeated, unused table entries -1, and a few pages no sequence reads (poisoned NaN).
+struct PageAssignment {
+  std::vector<std::int64_t> table;  // [B, max_pages]
+  std::int64_t max_pages = 0, num_pages = 0;
+  std::vector<std::int64_t> unread;
+};
+
+PageAssignment assign_pages(const ServingCase& c, std::mt19937_64& rng) {
+  const auto batch = static_cast<std::int64_t>(c.kv_lens.size());
+  std::vector<std::int64_t> pages_of, shared;
+  std::int64_t fresh = 0;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    pages_of.push_back((c.kv_lens[static_cast<std::size_t>(b)] + c.page_size - 1) / c.page_size);
+    shared.push_back(b == 0 ? 0 : std::min({c.shared_pages, pages_of.back(), pages_of.front()}));
+    fresh += pages_of.back() - shared.back();
+  }
+  constexpr std::int64_t kUnreadPages = 3;
+  PageAssignment a;
+  a.num_pages = fresh + kUnreadPages;
+  a.max_pages = *std::max_element(pages_of.begin(), pages_of.end()) + 1;
+  std::vector<std::int64_t> pool(static_cast<std::size_t>(a.num_pages));
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), rng);
+  a.table.assign(static_cast<std::size_t>(batch * a.max_pages), -1);
+  std::size_t next = 0;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t p = 0; p < pages_of[static_cast<std::size_t>(b)]; ++p) {
+      a.table[static_cast<std::size_t>(b * a.max_pages + p)] =
+          p < shared[static_cast<std::size_t>(b)] ? a.table[static_cast<std::size_t>(p)] : pool[next++];
+    }
+  }
+  a.unread.assign(pool.begin() + static_cast<std::ptrdiff_t>(next), pool.end());
+  return a;
+}
+
+// The first and last pages stay finite: an out-of-range entry would be clamped there.
+void poison_unread_pages(Tensor& cache, const PageAssignment& a) {
+  const std::int64_t per_page = cache.numel() / std::max<std::int64_t>(a.num_pages, 1);
+  for (std::int64_t page : a.unread) {
+    if (page == 0 || page == a.num_pages - 1) continue;
+    for (std::int64_t n = page * per_page; n < (page + 1) * per_page; ++n) {
+      cache.set(n, std::numeric_limits<double>::quiet_NaN());
+    }
+  }
+}
+
+// Bytes of `after` outside the elements of `view` (a view into `before`'s storage) equal `before`.
+::testing::AssertionResult gaps_equal(const TensorView& view, const std::vector<unsigned char>& before,
+                                      const std::vector<unsigned char>& after) {
+  std::vector<bool> element(before.size(), false);
+  const std::size_t size = size_of(view.dtype);
+  const auto start = static_cast<const unsigned char*>(view.data) - after.data();
+  for (std::int64_t offset : element_offsets(view.shape, view.strides)) {
+    for (std::size_t byte = 0; byte < size; ++byte) {
+      element[static_cast<std::size_t>(start + offset * static_cast<std::int64_t>(size)) + byte] = true;
+    }
+  }
+  for (std::size_t byte = 0; byte < before.size(); ++byte) {
+    if (!element[byte] && before[byte] != after[byte]) {
+      return ::testing::AssertionFailure() << "byte " << byte << " outside the output was written";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Whether the call's form is still refused before any CUDA route plans it (the entry's gate).
+bool form_gated(const Error& e) {
+  return e.kind() == ErrorKind::Unsupported && std::string(e.what()).find("CPU only so far") != std::string::npos;
+}
+
+// One case's inputs on the device, its oracle result and its call.
+struct ServingRun {
+  const ServingCase& c;
+  std::mt19937_64 rng;
+  std::int64_t rows = 0;
+  float scale = 1.0f;
+  AttentionOptions options;
+  std::optional<Tensor> sinks;
+  std::unique_ptr<DeviceTensor> q, k, v, cu_q, cu_k, table, seqlens, sinks_device;
+  std::optional<IntTensor> cu_q_host, cu_k_host, table_host, seqlens_host;
+  reference::AttentionResult ref;
+
+  explicit ServingRun(const ServingCase& sc) : c(sc), rng(seed_of(sc.name)) {
+    scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+    options.causal = c.causal;
+    options.window = c.window;
+    options.softcap = c.softcap;
+    options.route = RouteChoice::Tiled;
+    c.paged ? build_paged() : build_ragged();
+  }
+
+  void add_sinks(std::int64_t typical_keys) {
+    if (!c.sinks) return;
+    sinks.emplace(sink_logits(c.q_heads, typical_keys, rng));
+    options.sinks = sinks->view();
+  }
+  AttentionOptions device_options() const {
+    AttentionOptions o = options;
+    if (sinks_device) o.sinks = sinks_device->view();
+    return o;
+  }
+
+  void build_ragged() {
+    const std::int64_t total_q = sum(c.q_lens), total_k = sum(c.kv_lens);
+    rows = total_q;
+    const Tensor qh = filled(Shape{total_q, c.q_heads, c.head_dim}, c.dtype, Layout::Contiguous, c.head_major, rng, 1.5);
+    const Tensor kh = filled(Shape{total_k, c.kv_heads, c.head_dim}, c.dtype, Layout::Contiguous, c.head_major, rng, 1.5);
+    const Tensor vh = filled(Shape{total_k, c.kv_heads, c.value_dim}, c.dtype, Layout::Contiguous, c.head_major, rng, 1.0);
+    cu_q_host.emplace(Shape{static_cast<std::int64_t>(c.q_lens.size()) + 1}, cumulative(c.q_lens));
+    cu_k_host.emplace(Shape{static_cast<std::int64_t>(c.kv_lens.size()) + 1}, cumulative(c.kv_lens));
+    add_sinks(total_k / std::max<std::int64_t>(total_q, 1));
+    ref = reference::attention_varlen(qh.view(), kh.view(), vh.view(), cu_q_host->view(), cu_k_host->view(), scale,
+                                      options);
+    upload(qh, kh, vh);
+    cu_q = std::make_unique<DeviceTensor>(cu_q_host->view());
+    cu_k = std::make_unique<DeviceTensor>(cu_k_host->view());
+  }
+
+  void build_paged() {
+    const auto batch = static_cast<std::int64_t>(c.kv_lens.size());
+    const PageAssignment pages = assign_pages(c, rng);
+    Tensor kh = filled(Shape{pages.num_pages, c.page_size, c.kv_heads, c.head_dim}, c.dtype, Layout::Contiguous,
+                       c.head_major, rng, 1.5);
+    Tensor vh = filled(Shape{pages.num_pages, c.page_size, c.kv_heads, c.value_dim}, c.dtype, Layout::Contiguous,
+                       c.head_major, rng, 1.0);
+    poison_unread_pages(kh, pages);
+    poison_unread_pages(vh, pages);
+    table_host.emplace(Shape{batch, pages.max_pages}, pages.table, c.table_pad);
+    seqlens_host.emplace(Shape{batch}, c.kv_lens);
+    rows = c.decode ? batch : sum(c.q_lens);
+    std::optional<TensorView> cu_view;
+    if (!c.decode) {
+      cu_q_host.emplace(Shape{batch + 1}, cumulative(c.q_lens));
+      cu_view = cu_q_host->view();
+    }
+    const Tensor qh = filled(Shape{rows, c.q_heads, c.head_dim}, c.dtype, Layout::Contiguous, false, rng, 1.5);
+    add_sinks(sum(c.kv_lens) / batch);
+    ref = reference::attention_paged(qh.view(), kh.view(), vh.view(), table_host->view(), seqlens_host->view(),
+                                     cu_view, scale, options);
+    upload(qh, kh, vh);
+    table = std::make_unique<DeviceTensor>(table_host->view());
+    seqlens = std::make_unique<DeviceTensor>(seqlens_host->view());
+    if (cu_q_host) cu_q = std::make_unique<DeviceTensor>(cu_q_host->view());
+  }
+
+  void upload(const Tensor& qh, const Tensor& kh, const Tensor& vh) {
+    q = std::make_unique<DeviceTensor>(qh);
+    k = std::make_unique<DeviceTensor>(kh);
+    v = std::make_unique<DeviceTensor>(vh);
+    if (sinks) sinks_device = std::make_unique<DeviceTensor>(*sinks);
+  }
+
+  std::int64_t longest(const std::vector<std::int64_t>& lengths) const {
+    return lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
+  }
+
+  AttentionPlan plan(const AttentionOptions& o) const {
+    if (!c.paged) return plan_attention_varlen(q->view(), k->view(), v->view(), ragged(), o);
+    return plan_attention_paged(q->view(), k->view(), v->view(), paged(), o);
+  }
+  void run(TensorView& out, const AttentionOptions& o) const {
+    if (!c.paged) return attention_varlen(q->view(), k->view(), v->view(), ragged(), out, scale, o);
+    attention_paged(q->view(), k->view(), v->view(), paged(), out, scale, o);
+  }
+  // Device-resident metadata needs its bounds given.
+  RaggedBatch ragged() const {
+    return RaggedBatch{cu_q->view(), cu_k->view(), longest(c.q_lens), longest(c.kv_lens)};
+  }
+  PagedKv paged() const {
+    PagedKv kv{table->view(), seqlens->view(), std::nullopt, c.decode ? 1 : longest(c.q_lens), longest(c.kv_lens)};
+    if (cu_q) kv.cu_seqlens_q = cu_q->view();
+    return kv;
+  }
+};
+
+class TiledServing : public ::testing::TestWithParam<ServingCase> {};
+
+TEST_P(TiledServing, MatchesOracle) {
+  REQUIRE_GPU();
+  const ServingCase& c = GetParam();
+  ASSERT_EQ(c.q_lens.size(), c.kv_lens.size());
+  ServingRun run(c);
+  for (double value : run.ref.out) ASSERT_FALSE(std::isnan(value)) << "the oracle read an unread page";
+
+  for (const bool with_lse : {false, true}) {
+    SCOPED_TRACE(with_lse ? "with lse" : "without lse");
+    CallOutputs o(Shape{run.rows, c.q_heads, c.value_dim}, Shape{run.rows, c.q_heads}, c.dtype, Layout::Contiguous);
+    DeviceTensor out(o.out), lse(o.lse);
+    AttentionOptions options = run.device_options();
+    if (with_lse) options.lse = lse.view();
+    AttentionPlan plan;
+    try {
+      plan = run.plan(options);
+    } catch (const Error& e) {
+      if (form_gated(e)) GTEST_SKIP() << e.what();
+      throw;
+    }
+    SCOPED_TRACE(plan.explain());
+    ASSERT_TRUE(std::holds_alternative<route::Tiled>(plan.kernel));
+    EXPECT_NE(plan.explain().find("serving: " + std::to_string(c.kv_lens.size()) + " sequences"), std::string::npos);
+    run.run(out.view(), options);
+
+    std::vector<unsigned char> out_bytes = out.download(), lse_bytes = lse.download();
+    out_bytes.resize(o.out_before.size());
+    lse_bytes.resize(o.lse_before.size());
+    const TensorView out_host = out.host_view(out_bytes), lse_host = lse.host_view(lse_bytes);
+    EXPECT_TRUE(gaps_equal(out_host, o.out_before, out_bytes));
+    EXPECT_TRUE(matches_reference(as_rank4(out_host), run.ref.out));
+    const Comparison comparison = compare(as_rank4(out_host), run.ref.out);
+    if (c.empty_rows) EXPECT_GT(comparison.zero_rows, 0) << "the case was meant to have rows that see no key";
+    if (with_lse) {
+      EXPECT_TRUE(lse_matches(lse_host, run.ref.lse, c.dtype));
+    } else {
+      EXPECT_EQ(lse_bytes, o.lse_before) << "lse written without being asked for";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiled, TiledServing, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// Float32 serving calls are not the tiled kernel's: forced, they fail with the planner's reason.
+TEST(TiledServingRefusal, Float32IsUnsupportedWithTheReason) {
+  REQUIRE_GPU();
+  ServingCase c{.name = "ragged_f32", .q_lens = {5, 9}, .kv_lens = {7, 9}, .dtype = DType::Float32};
+  ServingRun run(c);
+  try {
+    (void)run.plan(run.device_options());
+    ADD_FAILURE() << "a float32 ragged call was planned on the tiled route";
+  } catch (const Error& e) {
+    if (form_gated(e)) GTEST_SKIP() << e.what();
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("float16 and bfloat16"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace heed::test
