@@ -1,6 +1,7 @@
 #pragma once
-// What the vector (decode) kernels share: a query row's geometry, the final write of a row
-// (sinks, fully masked rows); their PTX is cuda/ptx.cuh's.
+// What the vector (decode) kernels share: a block's sequence and its query rows' geometry, the
+// paged key rows, the final write of a row (sinks, fully masked rows, lse); their PTX is
+// cuda/ptx.cuh's.
 
 #include <cstdint>
 
@@ -10,50 +11,116 @@
 
 namespace heed::cuda {
 
+using call::Sequence;
+
+inline constexpr float kLn2 = 0.6931471805599453f;
+
 struct RowInfo {
   std::int64_t head, position, begin, end;
   bool valid;
 };
 
-// Row `row` (of group × Lq) of key head `kv_head`: its query head, position and visible keys.
-__device__ __forceinline__ RowInfo row_info(const VectorArgs& a, std::int64_t kv_head, std::int64_t row) {
+// Row `row` (of group × Lq, Lq the plan's bound) of key head `kv_head` in sequence `s`: its
+// query head, position and visible keys; not valid past the sequence's queries.
+__device__ __forceinline__ RowInfo row_info(const VectorArgs& a, const Sequence& s, std::int64_t kv_head,
+                                            std::int64_t row) {
   RowInfo info{};
   info.valid = row < a.rows;
   if (info.valid) {
     info.head = kv_head * a.group + row / a.q_len;
     info.position = row % a.q_len;
-    const KeyRange range = score::keys_for_row(a, info.position);
-    info.begin = range.begin;
-    info.end = range.end;
+    info.valid = info.position < s.q_len;
+    const KeyRange range = score::keys_for_row(a, s, info.position);
+    info.begin = info.valid ? range.begin : 0;
+    info.end = info.valid ? range.end : 0;
   }
   return info;
 }
 
+// Keys any row of sequence `s` sees. A dense call's is the plan's; a ragged or paged sequence's
+// own, whose length the plan's span bounds, so the plan's partitions cover it.
+__device__ __forceinline__ KeyRange sequence_span(const VectorArgs& a, const Sequence& s) {
+  if (a.form == call::Form::Dense) return {a.span_begin, a.span_end};
+  if (s.q_len == 0) return {0, 0};
+  return {score::keys_for_row(a, s, 0).begin, score::keys_for_row(a, s, s.q_len - 1).end};
+}
+
+// The partitions that hold sequence `s`'s keys (at least one, which writes rows that see none);
+// blocks of later partitions exit at once and the merge reads only these.
+__device__ __forceinline__ std::int64_t sequence_partitions(const VectorArgs& a, const KeyRange& span) {
+  if (a.form == call::Form::Dense) return a.partitions;
+  const std::int64_t keys = span.end > span.begin ? span.end - span.begin : 0;
+  const std::int64_t parts = (keys + a.keys_per_partition - 1) / a.keys_per_partition;
+  return parts < 1 ? 1 : (parts > a.partitions ? a.partitions : parts);
+}
+
+// Page and row within it of key j of a paged sequence: call::key_offset's lookup in 32-bit
+// arithmetic (keys < 2^31: int32 seqlens), which the hot loops take without a 64-bit division.
+__device__ __forceinline__ void page_of_key(const VectorArgs& a, const Sequence& s, std::int64_t j,
+                                            std::int64_t& page, std::int64_t& row) {
+  const auto page_size = static_cast<unsigned>(min(a.page_size, std::int64_t{0x7fffffff}));
+  const auto key = static_cast<unsigned>(j);
+  const unsigned index = key / page_size;
+  row = key - index * page_size;
+  page = call::detail::clamp(s.pages[index * a.seqs.table_strides[1]], 0, a.seqs.num_pages - 1);
+}
+
+// Key rows [first, first + run) of a paged sequence lie at one stride from key `first`'s, whose
+// element offsets in k and v are these: one block-table read per page run.
+struct KeyRun {
+  std::int64_t first, run, k, v;
+};
+
+__device__ __forceinline__ KeyRun key_run_at(const VectorArgs& a, const Sequence& s, std::int64_t kv_head,
+                                             std::int64_t first) {
+  std::int64_t page, row;
+  page_of_key(a, s, first, page, row);
+  return {first, a.page_size - row, page * a.k_strides.s[0] + kv_head * a.k_strides.s[1] + row * a.k_strides.s[2],
+          page * a.v_strides.s[0] + kv_head * a.v_strides.s[1] + row * a.v_strides.s[2]};
+}
+
+// Element offsets of key row j in k and v: from `run` where j lies in it, else its own lookup.
+__device__ __forceinline__ void key_row_offsets(const VectorArgs& a, const Sequence& s, std::int64_t kv_head,
+                                                const KeyRun& run, std::int64_t j, std::int64_t& k,
+                                                std::int64_t& v) {
+  const std::int64_t d = j - run.first;
+  if (d >= 0 && d < run.run) {
+    k = run.k + d * a.k_strides.s[2];
+    v = run.v + d * a.v_strides.s[2];
+  } else {
+    const KeyRun own = key_run_at(a, s, kv_head, j);
+    k = own.k;
+    v = own.v;
+  }
+}
+
 // Writes one finished row by the score header's finalize step, in the log2 frame of m: out =
-// acc / (sum + 2^sink); a row that saw no key is zeros.
+// acc / (sum + 2^sink); a row that saw no key is zeros. Column 0 also writes the row's lse.
 template <typename T>
-__device__ __forceinline__ void write_row(const VectorArgs& a, std::int64_t b, std::int64_t h, std::int64_t i,
+__device__ __forceinline__ void write_row(const VectorArgs& a, const Sequence& s, std::int64_t h, std::int64_t i,
                                           std::int64_t d, float m, float l, float acc) {
   const bool sinks = a.sinks.data != nullptr;
-  const float weight = score::finalize_weight(m, l, sinks, sinks ? sink_logit(a.sinks, h) * kLog2e : 0.0f,
-                                              [](float x) { return exp2f(x); });
+  const float sink = sinks ? sink_logit(a.sinks, h) : 0.0f;
+  const float weight = score::finalize_weight(m, l, sinks, sink * kLog2e, [](float x) { return exp2f(x); });
   T* out = static_cast<T*>(a.out);
-  out[b * a.out_strides.s[0] + h * a.out_strides.s[1] + i * a.out_strides.s[2] + d * a.out_strides.s[3]] =
+  out[call::row_offset(a.out_strides, s, h, i) + d * a.out_strides.s[3]] =
       from_float<T>(score::finalize_value(acc, weight));
+  // m is in log2 units, l a sum of 2^(s - m) = e^(s·ln2 - m·ln2): the natural frame is m·ln2.
+  if (d == 0 && a.lse != nullptr) a.lse[call::row_offset(a.lse_strides, s, h, i)] = score::row_lse(m * kLn2, l, sinks, sink);
 }
 
 // A block's result for row `row` (of group × Lq), column d: the final output when the keys are
 // not partitioned, else the partition's partial (max, sum, output) for the merge pass.
 template <typename T>
-__device__ __forceinline__ void store_block_row(const VectorArgs& a, std::int64_t b, std::int64_t kv_head,
+__device__ __forceinline__ void store_block_row(const VectorArgs& a, const Sequence& s, std::int64_t kv_head,
                                                 std::int64_t part, std::int64_t row, const RowInfo& info,
                                                 std::int64_t d, float m, float l, float o) {
   if (a.partitions == 1) {
-    write_row<T>(a, b, info.head, info.position, d, m, l, o);
+    write_row<T>(a, s, info.head, info.position, d, m, l, o);
     return;
   }
   const std::int64_t dv = a.value_dim;
-  float* slot = a.partials + (((b * a.kv_heads + kv_head) * a.rows + row) * a.partitions + part) * (dv + 2);
+  float* slot = a.partials + (((s.index * a.kv_heads + kv_head) * a.rows + row) * a.partitions + part) * (dv + 2);
   if (d == 0) {
     slot[0] = m;
     slot[1] = l;

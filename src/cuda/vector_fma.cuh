@@ -111,6 +111,38 @@ __device__ __forceinline__ void issue_step_wide(unsigned ring_stage, const char*
   ptx::cp_async_commit();
 }
 
+// issue_step for paged keys: each key row's offsets from one block-table read per page run (the
+// step's keys mostly share a page), rows past the block's keys clamped into it as above.
+// `k_lane[c]` points at this lane's chunk c of the cache's element 0 (bytes).
+template <typename T, int C, int U>
+__device__ __forceinline__ void issue_step_paged(const VectorArgs& a, const Sequence& seq, std::int64_t kv_head,
+                                                 uint4* ring, int stage, std::int64_t j0, std::int64_t key_end,
+                                                 const char* const (&k_lane)[C], const char* const (&v_lane)[C],
+                                                 int L, int sub) {
+  constexpr int E = 16 / sizeof(T);
+  constexpr std::int64_t kBytes = sizeof(T);
+  const T* k = static_cast<const T*>(a.k);
+  const T* v = static_cast<const T*>(a.v);
+  const KeyRun run = key_run_at(a, seq, kv_head, min(j0, key_end - 1));
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    std::int64_t k_row, v_row;
+    key_row_offsets(a, seq, kv_head, run, min(j0 + u, key_end - 1), k_row, v_row);
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      if (a.wide_loads) {
+        ptx::cp_async_16(ptx::shared_address(ring_slot<U, C>(ring, stage, u, c, 0)), k_lane[c] + k_row * kBytes);
+        ptx::cp_async_16(ptx::shared_address(ring_slot<U, C>(ring, stage, u, c, 1)), v_lane[c] + v_row * kBytes);
+      } else {
+        const std::int64_t d0 = std::int64_t(c * L + sub) * E;
+        *ring_slot<U, C>(ring, stage, u, c, 0) = load_chunk(k + k_row, a.k_strides.s[3], d0, a.head_dim, false);
+        *ring_slot<U, C>(ring, stage, u, c, 1) = load_chunk(v + v_row, a.v_strides.s[3], d0, a.value_dim, false);
+      }
+    }
+  }
+  ptx::cp_async_commit();
+}
+
 // Scores of one step's keys for the tile's rows, masks, then the online softmax into (m, l, acc).
 template <typename T, int C, int R, int U>
 __device__ __forceinline__ void compute_step(const VectorArgs& a, const RowInfo* rows, std::int64_t b, std::int64_t j0,
@@ -309,10 +341,10 @@ __device__ __forceinline__ void gather_row_sums(float l_own, int L, int lane, fl
 
 // This block's keys: its partition of the span, narrowed to what the tile's rows can see.
 template <int R>
-__device__ __forceinline__ void block_keys(const VectorArgs& a, const RowInfo* rows, std::int64_t part,
-                                           std::int64_t& key_begin, std::int64_t& key_end) {
-  key_begin = a.span_begin + part * a.keys_per_partition;
-  key_end = min(a.span_end, key_begin + a.keys_per_partition);
+__device__ __forceinline__ void block_keys(const VectorArgs& a, const KeyRange& span, const RowInfo* rows,
+                                           std::int64_t part, std::int64_t& key_begin, std::int64_t& key_end) {
+  key_begin = span.begin + part * a.keys_per_partition;
+  key_end = min(span.end, key_begin + a.keys_per_partition);
   std::int64_t lo = key_end, hi = key_begin;
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -358,10 +390,11 @@ __device__ __forceinline__ void read_ring_stage(const uint4* ring, int stage, ui
 }
 
 // This key group's online softmax (m, l, acc) over the block's keys [key_begin, key_end), a step
-// of U keys at a time.
-template <typename T, int C, int R>
-__device__ __forceinline__ void stream_keys(const VectorArgs& a, uint4* ring, const RowInfo* rows, std::int64_t b,
-                                            std::int64_t kv_head, std::int64_t key_begin, std::int64_t key_end,
+// of U keys at a time. kPaged: keys read through the block table (its own instance, so that the
+// dense loop keeps its registers).
+template <typename T, int C, int R, bool kPaged>
+__device__ __forceinline__ void stream_keys(const VectorArgs& a, const Sequence& seq, uint4* ring,
+                                            const RowInfo* rows, std::int64_t b, std::int64_t kv_head, std::int64_t key_begin, std::int64_t key_end,
                                             const std::int64_t (&k_off)[C], const std::int64_t (&v_off)[C],
                                             int L, int lane, int warp, const float (&q)[R][C][16 / sizeof(T)], float (&m)[R],
                                             float (&l)[R], float (&acc)[R][C][16 / sizeof(T)]) {
@@ -380,8 +413,10 @@ __device__ __forceinline__ void stream_keys(const VectorArgs& a, uint4* ring, co
       for (int e = 0; e < E; ++e) acc[r][c][e] = 0.0f;
   }
 
-  const T* k_base = static_cast<const T*>(a.k) + b * a.k_strides.s[0] + kv_head * a.k_strides.s[1];
-  const T* v_base = static_cast<const T*>(a.v) + b * a.v_strides.s[0] + kv_head * a.v_strides.s[1];
+  // Dense and ragged keys lie at one stride from key 0's row (paged ones: issue_step_paged).
+  constexpr bool paged = kPaged;
+  const T* k_base = static_cast<const T*>(a.k) + (paged ? 0 : call::key_offset(a, a.k_strides, seq, kv_head, 0));
+  const T* v_base = static_cast<const T*>(a.v) + (paged ? 0 : call::key_offset(a, a.v_strides, seq, kv_head, 0));
   // kStages-deep pipeline of asynchronous copies: steps i + 1 and i + 2 are in flight while step
   // i computes. Every lane of a warp runs the same steps (the shuffles need all 32).
   const std::int64_t step = std::int64_t(key_groups) * U;
@@ -398,19 +433,23 @@ __device__ __forceinline__ void stream_keys(const VectorArgs& a, uint4* ring, co
   // Wide path: this lane's byte addresses of its first key's chunks, advanced a step at a time.
   const std::int64_t k_row_bytes = a.k_strides.s[2] * std::int64_t(sizeof(T));
   const std::int64_t v_row_bytes = a.v_strides.s[2] * std::int64_t(sizeof(T));
+  // Paged: the cache's element 0, each key's row added per step.
+  const std::int64_t first_key = paged ? 0 : key_begin + group_offset;
   const char* k_lane[C];
   const char* v_lane[C];
 #pragma unroll
   for (int c = 0; c < C; ++c) {
-    k_lane[c] = reinterpret_cast<const char*>(k_base + k_off[c]) + (key_begin + group_offset) * k_row_bytes;
-    v_lane[c] = reinterpret_cast<const char*>(v_base + v_off[c]) + (key_begin + group_offset) * v_row_bytes;
+    k_lane[c] = reinterpret_cast<const char*>(k_base + k_off[c]) + first_key * k_row_bytes;
+    v_lane[c] = reinterpret_cast<const char*>(v_base + v_off[c]) + first_key * v_row_bytes;
   }
   const std::int64_t k_step_bytes = step * k_row_bytes, v_step_bytes = step * v_row_bytes;
   const auto ring_lane = ptx::shared_address(ring + threadIdx.x);
   const int step_count = static_cast<int>(steps);
   std::int64_t issue_j0 = key_begin + group_offset;  // this key group's first key of the next issued step
   const auto issue = [&](int stage) {
-    if (a.wide_loads) {
+    if constexpr (paged) {
+      issue_step_paged<T, C, U>(a, seq, kv_head, ring, stage, issue_j0, key_end, k_lane, v_lane, L, sub);
+    } else if (a.wide_loads) {
       issue_step_wide<C, U>(ring_lane + stage * kStageBytes<C>, k_lane, v_lane, k_row_bytes, v_row_bytes, issue_j0,
                             key_end);
 #pragma unroll
@@ -484,7 +523,7 @@ __device__ __forceinline__ void store_warp_partials(const float (&m)[R], const f
 // The kWarps warps' partial rows merged exactly by the block's threads, a (row, column) each;
 // each row written out, or as this partition's partial (store_block_row).
 template <typename T, int R, int kRowFloats>
-__device__ __forceinline__ void merge_warps(const VectorArgs& a, const RowInfo* rows, std::int64_t b,
+__device__ __forceinline__ void merge_warps(const VectorArgs& a, const Sequence& seq, const RowInfo* rows,
                                             std::int64_t kv_head, std::int64_t part, std::int64_t row0,
                                             const float (&warp_m)[kWarps][R], const float (&warp_l)[kWarps][R],
                                             const float (*warp_acc)[R][kRowFloats]) {
@@ -505,7 +544,7 @@ __device__ __forceinline__ void merge_warps(const VectorArgs& a, const RowInfo* 
       l_all += warp_l[w][r] * weight;
       o += warp_acc[w][r][d] * weight;
     }
-    store_block_row<T>(a, b, kv_head, part, row0 + r, info, d, m_all, l_all, o);
+    store_block_row<T>(a, seq, kv_head, part, row0 + r, info, d, m_all, l_all, o);
   }
 }
 
@@ -514,7 +553,7 @@ __device__ __forceinline__ void merge_warps(const VectorArgs& a, const RowInfo* 
 template <int R, int C>
 constexpr int kMinBlocks = R * C <= 4 ? 3 : 2;
 
-template <typename T, int C, int R>
+template <typename T, int C, int R, bool kPaged>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(const VectorArgs a) {
   constexpr int E = 16 / sizeof(T);
   extern __shared__ uint4 ring[];  // kStages × kKeysPerStep × C × 2 × kThreads chunks, then reused below
@@ -532,11 +571,24 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
   const std::int64_t tile = blockIdx.x % a.row_tiles, part = blockIdx.x / a.row_tiles;
   const std::int64_t row0 = tile * R;
 
-  if (threadIdx.x < R) rows[threadIdx.x] = row_info(a, kv_head, row0 + threadIdx.x);
+  // A ragged or paged block reads its sequence's lengths (clamped): partitions past its keys and
+  // tiles past its rows have nothing to write.
+  // In shared memory, so that the key loop keeps its registers.
+  __shared__ alignas(Sequence) unsigned char seq_storage[sizeof(Sequence)];
+  Sequence& seq = *reinterpret_cast<Sequence*>(seq_storage);
+  if (threadIdx.x == 0) seq = call::sequence(a, b);
   __syncthreads();
+  const KeyRange span = sequence_span(a, seq);
+  if (part >= sequence_partitions(a, span)) return;
+  if (threadIdx.x < R) rows[threadIdx.x] = row_info(a, seq, kv_head, row0 + threadIdx.x);
+  __syncthreads();
+  bool any_row = false;
+#pragma unroll
+  for (int r = 0; r < R; ++r) any_row = any_row || rows[r].valid;
+  if (!any_row) return;
 
   std::int64_t key_begin, key_end;
-  block_keys<R>(a, rows, part, key_begin, key_end);
+  block_keys<R>(a, span, rows, part, key_begin, key_end);
 
   std::int64_t k_off[C], v_off[C];
   lane_chunks<T, C>(a, L, sub, k_off, v_off);
@@ -546,8 +598,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const RowInfo info = rows[r];
-    const T* q_row = static_cast<const T*>(a.q) + b * a.q_strides.s[0] + info.head * a.q_strides.s[1] +
-                     info.position * a.q_strides.s[2];
+    const T* q_row = static_cast<const T*>(a.q) + call::row_offset(a.q_strides, seq, info.head, info.position);
 #pragma unroll
     for (int c = 0; c < C; ++c) {
       const uint4 raw = info.valid ? load_chunk(q_row, a.q_strides.s[3], std::int64_t(c * L + sub) * E, g.head_dim,
@@ -559,21 +610,27 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, C>) vector_kernel(cons
   }
 
   float m[R], l[R], acc[R][C][E];
-  stream_keys<T, C, R>(a, ring, rows, b, kv_head, key_begin, key_end, k_off, v_off, L, lane, warp, q, m, l, acc);
+  stream_keys<T, C, R, kPaged>(a, seq, ring, rows, b, kv_head, key_begin, key_end, k_off, v_off, L, lane, warp, q, m, l, acc);
   __syncthreads();  // the ring becomes warp_acc
   store_warp_partials<C, R, E, kRowFloats>(m, l, acc, L, lane, warp, warp_acc, warp_m, warp_l);
   __syncthreads();
-  merge_warps<T, R, kRowFloats>(a, rows, b, kv_head, part, row0, warp_m, warp_l, warp_acc);
+  merge_warps<T, R, kRowFloats>(a, seq, rows, kv_head, part, row0, warp_m, warp_l, warp_acc);
 }
 
-template <typename T, int C, int R>
-void launch_kernel(const VectorArgs& a, dim3 grid, cudaStream_t stream) {
+template <typename T, int C, int R, bool kPaged>
+void launch_paged(const VectorArgs& a, dim3 grid, cudaStream_t stream) {
   constexpr int E = 16 / sizeof(T);
   constexpr std::size_t ring_bytes = std::size_t{kStages} * kKeysPerStep<C> * C * 2 * kThreads * 16;
   constexpr std::size_t acc_bytes = std::size_t{kWarps} * R * C * 32 * E * sizeof(float);
   constexpr std::size_t shared = ring_bytes > acc_bytes ? ring_bytes : acc_bytes;
-  allow_shared_bytes<vector_kernel<T, C, R>, Carveout::Driver>(static_cast<std::int64_t>(shared));
-  vector_kernel<T, C, R><<<grid, kThreads, shared, stream>>>(a);
+  allow_shared_bytes<vector_kernel<T, C, R, kPaged>, Carveout::Driver>(static_cast<std::int64_t>(shared));
+  vector_kernel<T, C, R, kPaged><<<grid, kThreads, shared, stream>>>(a);
+}
+
+template <typename T, int C, int R>
+void launch_kernel(const VectorArgs& a, dim3 grid, cudaStream_t stream) {
+  if (a.form == call::Form::Paged) return launch_paged<T, C, R, true>(a, grid, stream);
+  launch_paged<T, C, R, false>(a, grid, stream);
 }
 
 template <typename T, int C>

@@ -34,11 +34,17 @@ __global__ void __launch_bounds__(kMergeThreads) vector_merge_kernel(const Vecto
   // Launched programmatically dependent on pass 1: its partials are complete and visible after this.
   ptx::griddepcontrol_wait();
   const Call& g = a;
-  const std::int64_t dv = g.value_dim, parts = a.partitions;
+  const std::int64_t dv = g.value_dim;
   const std::int64_t column_blocks = (dv + kMergeColumns - 1) / kMergeColumns;
   const std::int64_t row = blockIdx.x / column_blocks, column0 = (blockIdx.x % column_blocks) * kMergeColumns;
   const std::int64_t kv_head = blockIdx.y, b = blockIdx.z;
-  const float* slots = a.partials + ((b * g.kv_heads + kv_head) * a.rows + row) * parts * (dv + 2);
+  const float* slots = a.partials + ((b * g.kv_heads + kv_head) * a.rows + row) * a.partitions * (dv + 2);
+  // A ragged or paged sequence's rows past its queries are not written; its keys may lie in
+  // fewer partitions than the plan's, whose partials pass 1 left unwritten.
+  const Sequence seq = call::sequence(a, b);
+  const std::int64_t head = kv_head * g.group + row / g.q_len, position = row % g.q_len;
+  if (position >= seq.q_len) return;
+  const std::int64_t parts = sequence_partitions(a, sequence_span(a, seq));
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 
   // Batches of kMergeBatch partitions: every load of a batch is issued before any is used.
@@ -89,8 +95,7 @@ __global__ void __launch_bounds__(kMergeThreads) vector_merge_kernel(const Vecto
     l_all += warp_l[w] * weight;
     total += warp_o[w][threadIdx.x] * weight;
   }
-  const std::int64_t head = kv_head * g.group + row / g.q_len, position = row % g.q_len;
-  write_row<T>(a, b, head, position, d, m_all, l_all, total);
+  write_row<T>(a, seq, head, position, d, m_all, l_all, total);
 }
 
 // Pass 2 after pass 1 on `stream`. Programmatically dependent where the plan says so (sm_90):

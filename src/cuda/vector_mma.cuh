@@ -47,6 +47,7 @@ constexpr int kRowTiles = plan::cuda::vector_mma_max_row_tile(kClass) / 8;  // n
 
 struct StaticShared {
   RowInfo rows[kMaxRows];
+  bool any_row;  // some row of the tile is one of its sequence's
   float warp_m[kWarps][kMaxRows];
   float warp_l[kWarps][kMaxRows];
 };
@@ -199,6 +200,45 @@ __device__ __forceinline__ void issue_item(const VectorArgs& a, const Copies& st
   ptx::cp_async_commit();
 }
 
+// issue_item for paged keys (any rows, any page size): each of this lane's key rows from one
+// block-table read per page run, the item's first key's (16 keys mostly share a page); zeros
+// past the keys and the head size, nothing read for them.
+template <typename T, int KC, int VC>
+__device__ __forceinline__ void issue_item_paged(const VectorArgs& a, const Sequence& seq, std::int64_t kv_head,
+                                                 std::int64_t key_begin, const Copies& st, int item, int slot,
+                                                 int warp, int gid, int tq) {
+  constexpr int E = 8;  // elements of a 16-byte chunk
+  constexpr int kItemChunks = 2 * KC;
+  const unsigned base = st.ring + static_cast<unsigned>(slot * kItemChunks) * kChunkBytes + (gid * 4 + tq) * 16;
+  const int key0 = (warp + kWarps * (item >> 1)) * kTileKeys;
+  const bool values = (item & 1) != 0;
+  const KeyRun run = key_run_at(a, seq, kv_head, key_begin + key0);
+  const T* k = static_cast<const T*>(a.k);
+  const T* v = static_cast<const T*>(a.v);
+  const int key_count = values ? 4 : 2;
+  for (int kk = 0; kk < key_count; ++kk) {
+    const int key = values ? key0 + 2 * tq + (kk & 1) + 8 * (kk >> 1) : key0 + gid + 8 * kk;
+    const bool key_ok = key < st.keys;
+    std::int64_t k_row = 0, v_row = 0;
+    if (key_ok) key_row_offsets(a, seq, kv_head, run, key_begin + key, k_row, v_row);
+    const T* row = values ? v + v_row : k + k_row;
+    const int steps = values ? a.v_steps : a.k_steps;
+    const std::int64_t dim = values ? a.value_dim : a.head_dim;
+    const std::int64_t stride = values ? a.v_strides.s[3] : a.k_strides.s[3];
+    for (int step = 0; step < steps && step < (values ? VC : KC); ++step) {
+      const int chunk = values ? 8 * step + gid : 4 * step + tq;
+      const unsigned dst = base + (values ? 4 * step + kk : 2 * step + kk) * kChunkBytes;
+      const bool ok = key_ok && chunk * E < dim;
+      if (a.wide_loads) {
+        ptx::cp_async_16_or_zero(dst, ok ? row + chunk * E : row, ok);
+      } else {
+        ptx::st_shared_v4(dst, ok ? load_chunk(row, stride, std::int64_t{chunk} * E, dim, false) : make_uint4(0, 0, 0, 0));
+      }
+    }
+  }
+  ptx::cp_async_commit();
+}
+
 // The online-softmax state of this lane's rows (nt·8 + 2tq + e) and its share of Oᵀ (the TMA
 // kernel's tiles are 16 columns wide instead: [2] is column c + 8).
 template <int NT, int VC>
@@ -248,12 +288,13 @@ struct Accumulators {
 // kRowsPerWarp per warp, kClass floats apart) merged exactly by the block's 32·W threads; each
 // row written out, or as this partition's partial (store_block_row).
 template <typename T, int kRowsPerWarp, int kClass, int W>
-__device__ __forceinline__ void merge_warps(const VectorArgs& a, std::int64_t b, std::int64_t kv_head,
+__device__ __forceinline__ void merge_warps(const VectorArgs& a, const Sequence& seq, std::int64_t kv_head,
                                             std::int64_t part, std::int64_t row0, const RowInfo* rows,
                                             int tile_rows, int columns, const float (&warp_m)[W][kMaxRows],
                                             const float (&warp_l)[W][kMaxRows], const float* warp_out) {
   for (int index = threadIdx.x; index < tile_rows * columns; index += 32 * W) {
     const int r = index / columns, d = index % columns;
+    if (!rows[r].valid) continue;
     float m_all = -INFINITY;
 #pragma unroll
     for (int w = 0; w < W; ++w) m_all = fmaxf(m_all, warp_m[w][r]);
@@ -265,7 +306,7 @@ __device__ __forceinline__ void merge_warps(const VectorArgs& a, std::int64_t b,
       l_all += warp_l[w][r] * weight;
       o += warp_out[(w * kRowsPerWarp + r) * kClass + d] * weight;
     }
-    store_block_row<T>(a, b, kv_head, part, row0 + r, rows[r], d, m_all, l_all, o);
+    store_block_row<T>(a, seq, kv_head, part, row0 + r, rows[r], d, m_all, l_all, o);
   }
 }
 
@@ -273,11 +314,11 @@ __device__ __forceinline__ void merge_warps(const VectorArgs& a, std::int64_t b,
 // key_begin; returns their count). lo / hi: the keys [lo, hi), relative to key_begin, that each
 // of this lane's rows (nt·8 + 2tq + e) sees; 0, 0 past the tile's rows.
 template <int NT>
-__device__ __forceinline__ int partition_keys(const VectorArgs& a, const RowInfo* rows, int tile_rows,
-                                              std::int64_t part, int tq, std::int64_t& key_begin,
+__device__ __forceinline__ int partition_keys(const VectorArgs& a, const KeyRange& span, const RowInfo* rows,
+                                              int tile_rows, std::int64_t part, int tq, std::int64_t& key_begin,
                                               int (&lo)[NT][2], int (&hi)[NT][2]) {
-  key_begin = a.span_begin + part * a.keys_per_partition;
-  std::int64_t key_end = min(a.span_end, key_begin + a.keys_per_partition);
+  key_begin = span.begin + part * a.keys_per_partition;
+  std::int64_t key_end = min(span.end, key_begin + a.keys_per_partition);
   {
     std::int64_t first = key_end, last = key_begin;
     for (int r = 0; r < tile_rows; ++r) {
@@ -422,17 +463,16 @@ __device__ __forceinline__ void consume_values(const VectorArgs& a, unsigned slo
 // q as B fragments (row nt·8 + gid, chunk 4p + tq) from chunk `q_chunk` of shared memory, zeros
 // past the head size and the tile.
 template <typename T, int KC, int NT>
-__device__ __forceinline__ void stage_q(const VectorArgs& a, const RowInfo* rows, uint4* shared, unsigned q_chunk,
-                                        int tile_rows, std::int64_t b) {
+__device__ __forceinline__ void stage_q(const VectorArgs& a, const Sequence& seq, const RowInfo* rows, uint4* shared,
+                                        unsigned q_chunk, int tile_rows) {
   const Call& g = a;
   for (int index = threadIdx.x; index < NT * KC * 32; index += kThreads) {
     const int nt = index / (KC * 32), p = (index / 32) % KC, fragment_lane = index % 32;
     const int r = nt * 8 + fragment_lane / 4, chunk = 4 * p + fragment_lane % 4;
     uint4 value = make_uint4(0, 0, 0, 0);
-    if (r < tile_rows && p < a.k_steps) {
+    if (r < tile_rows && p < a.k_steps && rows[r].valid) {
       const RowInfo& row = rows[r];
-      const T* q_row = static_cast<const T*>(a.q) + b * a.q_strides.s[0] + row.head * a.q_strides.s[1] +
-                       row.position * a.q_strides.s[2];
+      const T* q_row = static_cast<const T*>(a.q) + call::row_offset(a.q_strides, seq, row.head, row.position);
       value = load_chunk(q_row, a.q_strides.s[3], std::int64_t{chunk} * 8, g.head_dim, a.wide_loads);
     }
     shared[q_chunk + index] = value;
@@ -488,23 +528,34 @@ __global__ void __launch_bounds__(kThreads) vector_mma_kernel(const VectorArgs a
   const int tile_rows = static_cast<int>(min(std::int64_t{a.row_tile}, a.rows - row0));
   const int n_tiles = (tile_rows + 7) / 8;
 
-  if (threadIdx.x < tile_rows) sh.rows[threadIdx.x] = row_info(a, kv_head, row0 + threadIdx.x);
+  // A ragged or paged block reads its sequence's lengths (clamped): partitions past its keys and
+  // tiles past its rows have nothing to write.
+  const Sequence seq = call::sequence(a, b);
+  const KeyRange span = sequence_span(a, seq);
+  if (part >= sequence_partitions(a, span)) return;
+  if (threadIdx.x == 0) sh.any_row = false;
   __syncthreads();
+  if (threadIdx.x < tile_rows) {
+    sh.rows[threadIdx.x] = row_info(a, seq, kv_head, row0 + threadIdx.x);
+    if (sh.rows[threadIdx.x].valid) sh.any_row = true;
+  }
+  __syncthreads();
+  if (!sh.any_row) return;
 
   // This block's keys: its partition, narrowed to what the tile's rows can see.
   std::int64_t key_begin = 0;
   int lo[NT][2], hi[NT][2];
-  const int keys = partition_keys<NT>(a, sh.rows, tile_rows, part, tq, key_begin, lo, hi);
+  const int keys = partition_keys<NT>(a, span, sh.rows, tile_rows, part, tq, key_begin, lo, hi);
 
   const int ring_items = a.ring_items;
   const unsigned ring_base = ptx::shared_address(shared);
   const unsigned q_base = ring_base + static_cast<unsigned>(kWarps * ring_items * kItemChunks) * kChunkBytes;
   Copies st;
   {
-    const T* k_block = static_cast<const T*>(a.k) + b * a.k_strides.s[0] + kv_head * a.k_strides.s[1] +
-                       key_begin * a.k_strides.s[2];
-    const T* v_block = static_cast<const T*>(a.v) + b * a.v_strides.s[0] + kv_head * a.v_strides.s[1] +
-                       key_begin * a.v_strides.s[2];
+    // Dense and ragged keys lie at one stride from the block's first (paged: issue_item_paged).
+    const bool paged = a.form == call::Form::Paged;
+    const T* k_block = static_cast<const T*>(a.k) + (paged ? 0 : call::key_offset(a, a.k_strides, seq, kv_head, key_begin));
+    const T* v_block = static_cast<const T*>(a.v) + (paged ? 0 : call::key_offset(a, a.v_strides, seq, kv_head, key_begin));
     st.k_rows = reinterpret_cast<const char*>(k_block);
     st.v_rows = reinterpret_cast<const char*>(v_block);
     st.k_row_bytes = a.k_strides.s[2] * std::int64_t{sizeof(T)};
@@ -522,7 +573,9 @@ __global__ void __launch_bounds__(kThreads) vector_mma_kernel(const VectorArgs a
   const int items = 2 * tiles;
   int next_item = 0, next_slot = 0;
   const auto issue_next = [&] {
-    if (next_item < items) {
+    if (next_item < items && a.form == call::Form::Paged) {
+      issue_item_paged<T, KC, VC>(a, seq, kv_head, key_begin, st, next_item, next_slot, warp, gid, tq);
+    } else if (next_item < items) {
       issue_item<T, KC, VC, kFast>(a, st, next_item, next_slot, warp, gid, tq);
     } else {
       ptx::cp_async_commit();  // an empty group keeps the count of groups per item
@@ -532,7 +585,7 @@ __global__ void __launch_bounds__(kThreads) vector_mma_kernel(const VectorArgs a
   };
   for (int i = 0; i < ring_items - 1; ++i) issue_next();
 
-  stage_q<T, KC, NT>(a, sh.rows, shared, (q_base - ring_base) / 16, tile_rows, b);
+  stage_q<T, KC, NT>(a, seq, sh.rows, shared, (q_base - ring_base) / 16, tile_rows);
   __syncthreads();
 
   Accumulators<NT, VC> acc;
@@ -564,7 +617,7 @@ __global__ void __launch_bounds__(kThreads) vector_mma_kernel(const VectorArgs a
   __syncthreads();
 
   // The warps' partial rows merged exactly; written out, or as this partition's partial.
-  merge_warps<T, kRowsPerWarp, kClass>(a, b, kv_head, part, row0, sh.rows, tile_rows, static_cast<int>(g.value_dim),
+  merge_warps<T, kRowsPerWarp, kClass>(a, seq, kv_head, part, row0, sh.rows, tile_rows, static_cast<int>(g.value_dim),
                                        sh.warp_m, sh.warp_l, warp_out);
 }
 

@@ -289,7 +289,8 @@ __global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
   const unsigned q_base = base + static_cast<unsigned>(kWarps * ring_items) * kItemBytes;
   const auto full = ptx::shared_address(&sh.full[warp][0]);
 
-  if (threadIdx.x < tile_rows) sh.rows[threadIdx.x] = row_info(a, kv_head, row0 + threadIdx.x);
+  const Sequence seq = call::sequence(a, b);  // dense only: the planner keeps serving forms off this kernel
+  if (threadIdx.x < tile_rows) sh.rows[threadIdx.x] = row_info(a, seq, kv_head, row0 + threadIdx.x);
   if (lane == 0) {
     for (int slot = 0; slot < ring_items; ++slot) ptx::mbarrier_init(full + 8u * slot, 1);
     ptx::fence_mbarrier_init();
@@ -299,7 +300,7 @@ __global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
   // This block's keys: its partition, narrowed to what the tile's rows can see.
   std::int64_t key_begin = 0;
   int lo[NT][2], hi[NT][2];
-  const int keys = vector_mma::partition_keys<NT>(a, sh.rows, tile_rows, part, tq, key_begin, lo, hi);
+  const int keys = vector_mma::partition_keys<NT>(a, sequence_span(a, seq), sh.rows, tile_rows, part, tq, key_begin, lo, hi);
 
   // This warp's tiles (16 keys each; tile t of the block goes to warp t % kWarps) as K and V items.
   constexpr int kBlockStep = kWarps * kTileKeys;
@@ -357,7 +358,7 @@ __global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
   __syncthreads();
 
   // The warps' partial rows merged exactly; written out, or as this partition's partial.
-  vector_mma::merge_warps<T, kRowsPerWarp, kClass>(a, b, kv_head, part, row0, sh.rows, tile_rows,
+  vector_mma::merge_warps<T, kRowsPerWarp, kClass>(a, seq, kv_head, part, row0, sh.rows, tile_rows,
                                                    static_cast<int>(a.value_dim), sh.warp_m, sh.warp_l, warp_out);
 #else
   __trap();  // planned on 9.0 devices only
