@@ -145,6 +145,9 @@ std::optional<VectorFit> fit_vector_mma(const Problem& p, const CudaDeviceInfo& 
 
 // Why the TMA kernel cannot serve `p` on `device`, or empty when it can.
 std::string tma_why_not(const Problem& p, const CudaDeviceInfo& device) {
+  // Its tensor maps describe one strided [B, H, L, D] tensor of keys per batch.
+  if (p.form == call::Form::Paged) return "paged keys (its tensor maps cannot follow a block table)";
+  if (p.form == call::Form::Ragged) return "ragged rows (its tensor maps take one sequence per batch index)";
   if (device.major != 9 || device.minor != 0) {
     return format("the TMA kernel runs on compute capability 9.0 only (this device: {}.{})", device.major,
                   device.minor);
@@ -230,7 +233,8 @@ std::optional<VectorFit> fit_vector(const Problem& p, const CudaDeviceInfo& devi
   const bool few_groups = rows >= kVectorMmaFewGroupRows && groups * kVectorMmaFewGroupsFactor <= device.sm_count;
   const CudaVectorKernel asked = overrides.cuda_vector;
   const CudaVectorTuning& tuning = overrides.cuda_vector_tuning;
-  std::string tma_why = asked != CudaVectorKernel::Auto ? tma_overridden(asked) : tma_why_not(p, device);
+  std::string tma_why = asked != CudaVectorKernel::Auto && p.form == call::Form::Dense ? tma_overridden(asked)
+                                                                                       : tma_why_not(p, device);
   if (tma_why.empty()) {
     if (const auto tma = fit_vector_tma(p, device, tuning)) {
       min_cap = std::min(min_cap, tma->intermediate);
@@ -444,6 +448,17 @@ void explain_fma_vector(std::vector<std::string>& reasons, const Problem& p, con
                            p.window ? " in the window" : "", kVectorMinKeysPerPartition));
 }
 
+// How the vector kernels serve a ragged or paged batch.
+std::string vector_serving_reason(const Problem& p) {
+  const std::string keys =
+      p.form == call::Form::Ragged
+          ? std::string("keys at cu_seqlens_k[b] of k and v")
+          : format("keys read in place from pages of {} keys, one block-table read per page run", p.page_size);
+  return format("serving: {} sequences; grid, row tiles and partitions sized by the bounds Lq {} / Lk {}; each "
+                "block reads its sequence's lengths (clamped) and exits past its rows or keys; {}",
+                p.batch, p.q_len, p.kv_len, keys);
+}
+
 // The two-pass vector route's partials: max, sum and Dv outputs per row, partition and
 // (batch, key head).
 std::size_t partials_bytes(const Problem& p, std::int64_t rows, std::int64_t partitions) {
@@ -467,6 +482,11 @@ void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, 
     explain_mma_vector(reasons, p, device, fit, s, v);
   } else {
     explain_fma_vector(reasons, p, fit, s, v, device);
+  }
+  if (p.form != call::Form::Dense) reasons.push_back(vector_serving_reason(p));
+  if (p.has_lse) {
+    reasons.push_back(format("lse: each row's natural-log sum (sinks included) written {}",
+                             passes == 2 ? "by the merge" : "with the row"));
   }
   if (tuning.any()) {
     reasons.push_back(format("tuned by the caller: {} partition(s), {} ring item(s), {} block(s) per SM, {} warps "
@@ -551,7 +571,16 @@ struct CudaFits {
   std::optional<ComposedFit> composed;
   std::size_t vector_min = 0, tiled_min = 0, composed_min = 0;
   std::string vector_why, tiled_why;
+  std::string composed_why;  // set where the composed route cannot serve the call's form at any cap
 };
+
+// Why the composed route (cuBLAS over dense [B, H, L, D] strides) cannot serve `p`, or empty.
+std::string composed_why_not(const Problem& p) {
+  if (p.form == call::Form::Paged) return "paged keys: its GEMMs read one strided tensor, not a block table";
+  if (p.form == call::Form::Ragged) return "ragged rows: its GEMMs take one sequence length per batch";
+  if (p.has_lse) return "it does not write lse";
+  return {};
+}
 
 enum class Use { Vector, Tiled, Composed };
 
@@ -582,6 +611,10 @@ Use choose_route(const Problem& p, const CudaFits& f, std::vector<std::string>& 
       reasons.push_back("route vector: asked for by the caller");
       break;
     case RouteChoice::Composed:
+      if (!f.composed_why.empty()) {
+        throw Error(ErrorKind::Unsupported,
+                    format("[{}] the CUDA composed route cannot serve: {}", op_of(p), f.composed_why));
+      }
       if (!f.composed) no_route_fits(p, "the composed route (one row of Lk scores)", f.composed_min);
       reasons.push_back("route composed: asked for by the caller");
       break;
@@ -604,15 +637,28 @@ Use choose_route(const Problem& p, const CudaFits& f, std::vector<std::string>& 
         if (rows > kVectorMaxRows && f.tiled_min != std::numeric_limits<std::size_t>::max()) capped = true;
       } else if (f.tiled) {
         use = Use::Tiled;
-        capped = true;
-        reasons.push_back(format("route tiled: the vector route cannot serve ({}) and one row of {} scores ({} "
-                                 "bytes) exceeds max_score_bytes {}",
-                                 f.vector_why, p.kv_len, f.composed_min, *p.max_score_bytes));
+        capped = f.composed_why.empty();
+        reasons.push_back(capped ? format("route tiled: the vector route cannot serve ({}) and one row of {} scores "
+                                          "({} bytes) exceeds max_score_bytes {}",
+                                          f.vector_why, p.kv_len, f.composed_min, *p.max_score_bytes)
+                                 : format("route tiled: the vector route cannot serve ({}), nor the composed route "
+                                          "({})",
+                                          f.vector_why, f.composed_why));
       } else if (f.vector) {
         use = Use::Vector;
-        capped = true;
-        reasons.push_back(format("route vector: one row of {} scores ({} bytes) exceeds max_score_bytes {}",
-                                 p.kv_len, f.composed_min, *p.max_score_bytes));
+        capped = f.composed_why.empty();
+        reasons.push_back(capped ? format("route vector: one row of {} scores ({} bytes) exceeds max_score_bytes {}",
+                                          p.kv_len, f.composed_min, *p.max_score_bytes)
+                                 : format("route vector: {} query rows per key head > {}, but neither the tiled "
+                                          "route ({}) nor the composed route ({}) can serve",
+                                          rows, kVectorMaxRows, f.tiled_why, f.composed_why));
+      } else if (!f.composed_why.empty()) {
+        if (p.max_score_bytes && std::min(f.vector_min, f.tiled_min) != std::numeric_limits<std::size_t>::max()) {
+          no_route_fits(p, "the vector and tiled routes", std::min(f.vector_min, f.tiled_min));
+        }
+        throw Error(ErrorKind::Unsupported,
+                    format("[{}] no CUDA route serves this call: vector ({}), tiled ({}), composed ({})", op_of(p),
+                           f.vector_why, f.tiled_why, f.composed_why));
       } else {
         no_route_fits(p, "any route", std::min({f.vector_min, f.composed_min, f.tiled_min}));
       }
@@ -670,7 +716,12 @@ CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device, const PlanOv
 
   CudaFits f;
   f.vector = fit_vector(p, device, overrides, f.vector_min, f.vector_why);
-  f.composed = fit_composed(p, f.composed_min);
+  f.composed_why = composed_why_not(p);
+  if (f.composed_why.empty()) {
+    f.composed = fit_composed(p, f.composed_min);
+  } else {
+    f.composed_min = std::numeric_limits<std::size_t>::max();
+  }
   f.tiled = fit_cuda_tiled(p, device, overrides, f.tiled_min, f.tiled_why);
   const auto& vector = f.vector;
   const auto& tiled = f.tiled;
