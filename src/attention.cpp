@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "call/validate.hpp"
 #include "core/cpu_info.hpp"
@@ -20,6 +22,7 @@
 #include "plan/overrides.hpp"
 #include "plan/planner.hpp"
 #if HEED_HAS_CUDA
+#include "cuda/merge.hpp"
 #include "cuda/runtime.hpp"
 #include "device/cuda_device.hpp"
 #include "plan/cuda_plan.hpp"
@@ -31,13 +34,14 @@ namespace {
 using call::op_of;
 
 #if HEED_HAS_CUDA
-// The CUDA kernels serve the dense form without lse so far.
+// Every form reaches the CUDA planner, which refuses per route with its reason (plan/cuda_plan.cpp).
+// Device-resident metadata is clamped where the kernels read it; validation sized the plan from
+// max_seqlen_* or, without them, from the totals. Paged keys are counted in 32 bits on the device.
 void require_cuda_form(const call::Problem& p) {
-  if (p.form != call::Form::Dense) {
-    throw Error(ErrorKind::Unsupported, format("[{}] {} batches run on the CPU only so far", op_of(p),
-                                               p.form == call::Form::Ragged ? "ragged" : "paged"));
+  if (p.form == call::Form::Paged && p.kv_len > std::numeric_limits<std::int32_t>::max()) {
+    throw Error(ErrorKind::InvalidArgument,
+                format("[{}] max_seqlen_k {} exceeds the int32 range of seqlens_k", op_of(p), p.kv_len));
   }
-  if (p.has_lse) throw Error(ErrorKind::Unsupported, format("[{}] lse runs on the CPU only so far", op_of(p)));
 }
 #endif
 
@@ -124,7 +128,12 @@ void merge_states(const TensorView& out_a, const TensorView& lse_a, const Tensor
   const call::Merge m = call::validate_merge(out_a, lse_a, out_b, lse_b, out, lse);
   (void)stream;
   if (out.device.type == DeviceType::CUDA) {
-    throw Error(ErrorKind::Unsupported, "[heed::merge_states] runs on the CPU only so far");
+#if HEED_HAS_CUDA
+    cuda::merge_states(m, out.device, stream.handle);
+    return;
+#else
+    throw Error(ErrorKind::Unsupported, "[heed::merge_states] this build has no CUDA backend");
+#endif
   }
   plan::require_backend(out.device, "heed::merge_states");
   cpu::merge_states(m);
