@@ -1,0 +1,541 @@
+// The serving forms on the CUDA vector (decode) route (RouteChoice::Vector) against the float64
+// serving oracle: paged decode at page sizes 1 to 256 with shared, shuffled, non-contiguous block
+// tables; chunked prefill on a paged cache (cu_seqlens_q) and ragged decode-sized batches; empty
+// and length-1 sequences, GQA and MQA, windows, sinks, softcap; float32, float16, bfloat16; lse
+// checked; merge_states on the device (two halves of the keys reproduce the whole); and garbage
+// device metadata, which must not fault (run it under compute-sanitizer memcheck) nor write
+// outside out. Outputs poisoned before each run; metadata on the device. Label `gpu`: skipped
+// without a device. HEED_CUDA_VECTOR=fma / mma pick the kernel (tests/CMakeLists.txt runs both).
+
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cpu/reference/serving_oracle.hpp"
+#include "cuda/device_tensor.hpp"
+#include "heed/heed.hpp"
+#include "support/serving.hpp"
+#include "support/support.hpp"
+
+namespace heed::test {
+namespace {
+
+bool have_gpu() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+#define REQUIRE_GPU() \
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device: the gpu tests need one"
+
+// The case infrastructure of cuda_serving_tiled_test.cpp, on the vector route.
+struct ServingCase {
+  std::string name;
+  bool paged = false;
+  std::vector<std::int64_t> q_lens, kv_lens;
+  bool decode = false;  // paged: q [B, Hq, D], one query per sequence (q_lens all 1)
+  std::int64_t page_size = 16;
+  std::int64_t q_heads = 4, kv_heads = 2, head_dim = 64, value_dim = 64;
+  bool causal = false;
+  std::optional<std::int64_t> window;
+  bool sinks = false;
+  std::optional<float> softcap;
+  bool head_major = false;        // ragged: q, k, v stored [H, total, E]; paged: pages [Hkv, page_size, E]
+  std::int64_t shared_pages = 0;  // paged: sequences b > 0 begin with sequence 0's first pages
+  std::int64_t table_pad = 0;     // paged: block-table rows this many entries apart beyond max_pages
+  bool empty_rows = false;        // some rows see no key
+  DType dtype = DType::Float16;
+};
+
+void PrintTo(const ServingCase& c, std::ostream* os) { *os << c.name; }
+
+// Pages in random order: each sequence's own pages drawn from a shuffled pool, shared prefix
+// pages repeated, unused table entries -1, and a few pages no sequence reads (poisoned NaN).
+struct PageAssignment {
+  std::vector<std::int64_t> table;  // [B, max_pages]
+  std::int64_t max_pages = 0, num_pages = 0;
+  std::vector<std::int64_t> unread;
+};
+
+PageAssignment assign_pages(const ServingCase& c, std::mt19937_64& rng) {
+  const auto batch = static_cast<std::int64_t>(c.kv_lens.size());
+  std::vector<std::int64_t> pages_of, shared;
+  std::int64_t fresh = 0;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    pages_of.push_back((c.kv_lens[static_cast<std::size_t>(b)] + c.page_size - 1) / c.page_size);
+    shared.push_back(b == 0 ? 0 : std::min({c.shared_pages, pages_of.back(), pages_of.front()}));
+    fresh += pages_of.back() - shared.back();
+  }
+  constexpr std::int64_t kUnreadPages = 3;
+  PageAssignment a;
+  a.num_pages = fresh + kUnreadPages;
+  a.max_pages = *std::max_element(pages_of.begin(), pages_of.end()) + 1;
+  std::vector<std::int64_t> pool(static_cast<std::size_t>(a.num_pages));
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), rng);
+  a.table.assign(static_cast<std::size_t>(batch * a.max_pages), -1);
+  std::size_t next = 0;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t p = 0; p < pages_of[static_cast<std::size_t>(b)]; ++p) {
+      a.table[static_cast<std::size_t>(b * a.max_pages + p)] =
+          p < shared[static_cast<std::size_t>(b)] ? a.table[static_cast<std::size_t>(p)] : pool[next++];
+    }
+  }
+  a.unread.assign(pool.begin() + static_cast<std::ptrdiff_t>(next), pool.end());
+  return a;
+}
+
+// The first and last pages stay finite: an out-of-range entry would be clamped there.
+void poison_unread_pages(Tensor& cache, const PageAssignment& a) {
+  const std::int64_t per_page = cache.numel() / std::max<std::int64_t>(a.num_pages, 1);
+  for (std::int64_t page : a.unread) {
+    if (page == 0 || page == a.num_pages - 1) continue;
+    for (std::int64_t n = page * per_page; n < (page + 1) * per_page; ++n) {
+      cache.set(n, std::numeric_limits<double>::quiet_NaN());
+    }
+  }
+}
+
+// Bytes of `after` outside the elements of `view` (a view into `before`'s storage) equal `before`.
+::testing::AssertionResult gaps_equal(const TensorView& view, const std::vector<unsigned char>& before,
+                                      const std::vector<unsigned char>& after) {
+  std::vector<bool> element(before.size(), false);
+  const std::size_t size = size_of(view.dtype);
+  const auto start = static_cast<const unsigned char*>(view.data) - after.data();
+  for (std::int64_t offset : element_offsets(view.shape, view.strides)) {
+    for (std::size_t byte = 0; byte < size; ++byte) {
+      element[static_cast<std::size_t>(start + offset * static_cast<std::int64_t>(size)) + byte] = true;
+    }
+  }
+  for (std::size_t byte = 0; byte < before.size(); ++byte) {
+    if (!element[byte] && before[byte] != after[byte]) {
+      return ::testing::AssertionFailure() << "byte " << byte << " outside the output was written";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// One case's inputs on the device, its oracle result and its call.
+struct ServingRun {
+  const ServingCase& c;
+  std::mt19937_64 rng;
+  std::int64_t rows = 0;
+  float scale = 1.0f;
+  AttentionOptions options;
+  std::optional<Tensor> sinks;
+  std::unique_ptr<DeviceTensor> q, k, v, cu_q, cu_k, table, seqlens, sinks_device;
+  std::optional<IntTensor> cu_q_host, cu_k_host, table_host, seqlens_host;
+  reference::AttentionResult ref;
+  PageAssignment pages;  // paged
+
+  explicit ServingRun(const ServingCase& sc) : c(sc), rng(seed_of(sc.name)) {
+    scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+    options.causal = c.causal;
+    options.window = c.window;
+    options.softcap = c.softcap;
+    options.route = RouteChoice::Vector;
+    c.paged ? build_paged() : build_ragged();
+  }
+
+  void add_sinks(std::int64_t typical_keys) {
+    if (!c.sinks) return;
+    sinks.emplace(sink_logits(c.q_heads, typical_keys, rng));
+    options.sinks = sinks->view();
+  }
+  AttentionOptions device_options() const {
+    AttentionOptions o = options;
+    if (sinks_device) o.sinks = sinks_device->view();
+    return o;
+  }
+
+  void build_ragged() {
+    const std::int64_t total_q = sum(c.q_lens), total_k = sum(c.kv_lens);
+    rows = total_q;
+    const Tensor qh = filled(Shape{total_q, c.q_heads, c.head_dim}, c.dtype, Layout::Contiguous, c.head_major, rng, 1.5);
+    const Tensor kh = filled(Shape{total_k, c.kv_heads, c.head_dim}, c.dtype, Layout::Contiguous, c.head_major, rng, 1.5);
+    const Tensor vh = filled(Shape{total_k, c.kv_heads, c.value_dim}, c.dtype, Layout::Contiguous, c.head_major, rng, 1.0);
+    cu_q_host.emplace(Shape{static_cast<std::int64_t>(c.q_lens.size()) + 1}, cumulative(c.q_lens));
+    cu_k_host.emplace(Shape{static_cast<std::int64_t>(c.kv_lens.size()) + 1}, cumulative(c.kv_lens));
+    add_sinks(total_k / std::max<std::int64_t>(total_q, 1));
+    ref = reference::attention_varlen(qh.view(), kh.view(), vh.view(), cu_q_host->view(), cu_k_host->view(), scale,
+                                      options);
+    upload(qh, kh, vh);
+    cu_q = std::make_unique<DeviceTensor>(cu_q_host->view());
+    cu_k = std::make_unique<DeviceTensor>(cu_k_host->view());
+  }
+
+  void build_paged() {
+    const auto batch = static_cast<std::int64_t>(c.kv_lens.size());
+    pages = assign_pages(c, rng);
+    Tensor kh = filled(Shape{pages.num_pages, c.page_size, c.kv_heads, c.head_dim}, c.dtype, Layout::Contiguous,
+                       c.head_major, rng, 1.5);
+    Tensor vh = filled(Shape{pages.num_pages, c.page_size, c.kv_heads, c.value_dim}, c.dtype, Layout::Contiguous,
+                       c.head_major, rng, 1.0);
+    poison_unread_pages(kh, pages);
+    poison_unread_pages(vh, pages);
+    table_host.emplace(Shape{batch, pages.max_pages}, pages.table, c.table_pad);
+    seqlens_host.emplace(Shape{batch}, c.kv_lens);
+    rows = c.decode ? batch : sum(c.q_lens);
+    std::optional<TensorView> cu_view;
+    if (!c.decode) {
+      cu_q_host.emplace(Shape{batch + 1}, cumulative(c.q_lens));
+      cu_view = cu_q_host->view();
+    }
+    const Tensor qh = filled(Shape{rows, c.q_heads, c.head_dim}, c.dtype, Layout::Contiguous, false, rng, 1.5);
+    add_sinks(sum(c.kv_lens) / batch);
+    ref = reference::attention_paged(qh.view(), kh.view(), vh.view(), table_host->view(), seqlens_host->view(),
+                                     cu_view, scale, options);
+    upload(qh, kh, vh);
+    table = std::make_unique<DeviceTensor>(table_host->view());
+    seqlens = std::make_unique<DeviceTensor>(seqlens_host->view());
+    if (cu_q_host) cu_q = std::make_unique<DeviceTensor>(cu_q_host->view());
+  }
+
+  void upload(const Tensor& qh, const Tensor& kh, const Tensor& vh) {
+    q = std::make_unique<DeviceTensor>(qh);
+    k = std::make_unique<DeviceTensor>(kh);
+    v = std::make_unique<DeviceTensor>(vh);
+    if (sinks) sinks_device = std::make_unique<DeviceTensor>(*sinks);
+  }
+
+  std::int64_t longest(const std::vector<std::int64_t>& lengths) const {
+    return lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
+  }
+
+  AttentionPlan plan(const AttentionOptions& o) const {
+    if (!c.paged) return plan_attention_varlen(q->view(), k->view(), v->view(), ragged(), o);
+    return plan_attention_paged(q->view(), k->view(), v->view(), paged(), o);
+  }
+  void run(TensorView& out, const AttentionOptions& o) const {
+    if (!c.paged) return attention_varlen(q->view(), k->view(), v->view(), ragged(), out, scale, o);
+    attention_paged(q->view(), k->view(), v->view(), paged(), out, scale, o);
+  }
+  // Device-resident metadata needs its bounds given.
+  RaggedBatch ragged() const {
+    return RaggedBatch{cu_q->view(), cu_k->view(), longest(c.q_lens), longest(c.kv_lens)};
+  }
+  PagedKv paged() const {
+    PagedKv kv{table->view(), seqlens->view(), std::nullopt, c.decode ? 1 : longest(c.q_lens), longest(c.kv_lens)};
+    if (cu_q) kv.cu_seqlens_q = cu_q->view();
+    return kv;
+  }
+};
+
+
+// Decode-sized cases: group x max Lq <= 16 rows per key head, so auto takes the vector route too.
+// Long sequences beside short ones give several key partitions, most past the short ones' keys.
+std::vector<ServingCase> shapes() {
+  return {
+      {.name = "decode_ps1_mqa", .paged = true, .q_lens = {1, 1, 1}, .kv_lens = {50, 1, 0}, .decode = true,
+       .page_size = 1, .q_heads = 4, .kv_heads = 1, .empty_rows = true},
+      {.name = "decode_ps16_gqa_shared_sinks", .paged = true, .q_lens = {1, 1, 1, 1}, .kv_lens = {40, 33, 0, 17},
+       .decode = true, .q_heads = 8, .kv_heads = 2, .sinks = true, .shared_pages = 1, .table_pad = 2},
+      {.name = "decode_ps16_long_partitions", .paged = true, .q_lens = {1, 1, 1}, .kv_lens = {3000, 5, 1},
+       .decode = true, .q_heads = 8, .kv_heads = 1, .head_dim = 128, .value_dim = 128, .shared_pages = 1},
+      {.name = "decode_ps64_window_head_major", .paged = true, .q_lens = {1, 1}, .kv_lens = {700, 64},
+       .decode = true, .page_size = 64, .q_heads = 4, .kv_heads = 2, .head_dim = 128, .value_dim = 128,
+       .causal = true, .window = 100, .head_major = true, .table_pad = 3},
+      {.name = "decode_ps256_softcap_shared", .paged = true, .q_lens = {1, 1, 1}, .kv_lens = {600, 17, 300},
+       .decode = true, .page_size = 256, .q_heads = 2, .kv_heads = 2, .softcap = 5.0f, .shared_pages = 1},
+      {.name = "decode_ps7_d80_dv48", .paged = true, .q_lens = {1, 1}, .kv_lens = {90, 13}, .decode = true,
+       .page_size = 7, .q_heads = 4, .kv_heads = 4, .head_dim = 80, .value_dim = 48},
+      {.name = "chunked_prefill_ps16", .paged = true, .q_lens = {3, 1, 0, 4}, .kv_lens = {40, 33, 10, 4},
+       .q_heads = 4, .kv_heads = 2, .causal = true, .sinks = true, .shared_pages = 1},
+      {.name = "chunked_prefill_ps1_window", .paged = true, .q_lens = {2, 8}, .kv_lens = {2, 500}, .page_size = 1,
+       .q_heads = 2, .kv_heads = 1, .causal = true, .window = 9},
+      {.name = "chunked_prefill_lq_gt_lk", .paged = true, .q_lens = {6, 2}, .kv_lens = {3, 0}, .q_heads = 2,
+       .kv_heads = 2, .causal = true, .empty_rows = true},
+      {.name = "ragged_decode_mixed", .q_lens = {1, 2, 0, 1}, .kv_lens = {300, 17, 5, 0}, .q_heads = 8,
+       .kv_heads = 2, .empty_rows = true},
+      {.name = "ragged_decode_long_sinks_softcap", .q_lens = {1, 4, 1}, .kv_lens = {2500, 4, 1}, .q_heads = 4,
+       .kv_heads = 1, .causal = true, .sinks = true, .softcap = 5.0f},
+      {.name = "ragged_no_keys_sinks", .q_lens = {1, 3}, .kv_lens = {0, 0}, .sinks = true, .empty_rows = true},
+      {.name = "ragged_single_1x1", .q_lens = {1}, .kv_lens = {1}, .q_heads = 1, .kv_heads = 1},
+  };
+}
+
+std::vector<ServingCase> cases() {
+  std::vector<ServingCase> out;
+  for (const ServingCase& shape : shapes()) {
+    for (DType dtype : kDtypes) {
+      ServingCase c = shape;
+      c.name += std::string("_") + short_name(dtype);
+      c.dtype = dtype;
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+// A device result read back: bytes and host views of out and lse.
+struct Readback {
+  std::vector<unsigned char> out_bytes, lse_bytes;
+  TensorView out, lse;
+  Readback(const DeviceTensor& out_device, const DeviceTensor& lse_device, const CallOutputs& o) {
+    out_bytes = out_device.download();
+    lse_bytes = lse_device.download();
+    out_bytes.resize(o.out_before.size());
+    lse_bytes.resize(o.lse_before.size());
+    out = out_device.host_view(out_bytes);
+    lse = lse_device.host_view(lse_bytes);
+  }
+};
+
+class CudaServingVector : public ::testing::TestWithParam<ServingCase> {};
+
+TEST_P(CudaServingVector, MatchesOracle) {
+  REQUIRE_GPU();
+  const ServingCase& c = GetParam();
+  ASSERT_EQ(c.q_lens.size(), c.kv_lens.size());
+  ServingRun run(c);
+  for (double value : run.ref.out) ASSERT_FALSE(std::isnan(value)) << "the oracle read an unread page";
+
+  for (const RouteChoice route : {RouteChoice::Vector, RouteChoice::Auto}) {
+    for (const bool with_lse : {false, true}) {
+      SCOPED_TRACE(std::string(route == RouteChoice::Auto ? "auto" : "vector") + (with_lse ? ", lse" : ""));
+      CallOutputs o(Shape{run.rows, c.q_heads, c.value_dim}, Shape{run.rows, c.q_heads}, c.dtype, Layout::Contiguous);
+      DeviceTensor out(o.out), lse(o.lse);
+      AttentionOptions options = run.device_options();
+      options.route = route;
+      if (with_lse) options.lse = lse.view();
+      const AttentionPlan plan = run.plan(options);
+      SCOPED_TRACE(plan.explain());
+      ASSERT_TRUE(std::holds_alternative<route::Vector>(plan.kernel));
+      EXPECT_NE(plan.explain().find("serving: " + std::to_string(c.kv_lens.size()) + " sequences"),
+                std::string::npos);
+      EXPECT_EQ(plan.kernel_name.find("vector_tma"), std::string::npos) << "the TMA kernel reads dense keys only";
+      run.run(out.view(), options);
+
+      const Readback got(out, lse, o);
+      EXPECT_TRUE(gaps_equal(got.out, o.out_before, got.out_bytes));
+      EXPECT_TRUE(matches_reference(as_rank4(got.out), run.ref.out));
+      const Comparison comparison = compare(as_rank4(got.out), run.ref.out);
+      if (c.empty_rows) EXPECT_GT(comparison.zero_rows, 0) << "the case was meant to have rows that see no key";
+      if (with_lse) {
+        EXPECT_TRUE(lse_matches(got.lse, run.ref.lse, c.dtype));
+      } else {
+        EXPECT_EQ(got.lse_bytes, o.lse_before) << "lse written without being asked for";
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Vector, CudaServingVector, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// The same paged decode over the first pages of each sequence and over the rest (sinks with the
+// first part only), merged on the device, reproduces the whole, in place too.
+class CudaServingMerge : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CudaServingMerge, HalvesReproduceTheWhole) {
+  REQUIRE_GPU();
+  ServingCase c{.name = std::string("merge_halves_") + short_name(GetParam()), .paged = true,
+                .q_lens = {1, 1, 1, 1}, .kv_lens = {640, 48, 16, 0}, .decode = true, .q_heads = 8, .kv_heads = 2,
+                .sinks = true, .dtype = GetParam()};
+  ServingRun run(c);
+  const auto batch = static_cast<std::int64_t>(c.kv_lens.size());
+  // Part a: each sequence's first half of its pages; part b: the rest.
+  std::vector<std::int64_t> table_a(run.pages.table.size(), -1), table_b(run.pages.table.size(), -1);
+  std::vector<std::int64_t> lens_a, lens_b;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::int64_t length = c.kv_lens[static_cast<std::size_t>(b)];
+    const std::int64_t pages = (length + c.page_size - 1) / c.page_size, first = pages / 2;
+    lens_a.push_back(std::min(length, first * c.page_size));
+    lens_b.push_back(length - lens_a.back());
+    for (std::int64_t p = 0; p < pages; ++p) {
+      const std::int64_t page = run.pages.table[static_cast<std::size_t>(b * run.pages.max_pages + p)];
+      (p < first ? table_a[static_cast<std::size_t>(b * run.pages.max_pages + p)]
+                 : table_b[static_cast<std::size_t>(b * run.pages.max_pages + p - first)]) = page;
+    }
+  }
+  const Shape table_shape{batch, run.pages.max_pages};
+  IntTensor table_a_host(table_shape, table_a), table_b_host(table_shape, table_b);
+  IntTensor lens_a_host(Shape{batch}, lens_a), lens_b_host(Shape{batch}, lens_b);
+  DeviceTensor table_a_dev(table_a_host.view()), table_b_dev(table_b_host.view());
+  DeviceTensor lens_a_dev(lens_a_host.view()), lens_b_dev(lens_b_host.view());
+
+  const Shape out_shape{run.rows, c.q_heads, c.value_dim}, lse_shape{run.rows, c.q_heads};
+  CallOutputs part_a(out_shape, lse_shape, c.dtype, Layout::Contiguous), part_b(out_shape, lse_shape, c.dtype,
+                                                                                Layout::Contiguous);
+  CallOutputs merged(out_shape, lse_shape, c.dtype, Layout::Contiguous);
+  DeviceTensor out_a(part_a.out), lse_a(part_a.lse), out_b(part_b.out), lse_b(part_b.lse);
+  DeviceTensor out_m(merged.out), lse_m(merged.lse);
+  const auto part = [&](DeviceTensor& table, DeviceTensor& lens, DeviceTensor& out, DeviceTensor& lse, bool sinks) {
+    AttentionOptions options = run.device_options();
+    if (!sinks) options.sinks.reset();
+    options.lse = lse.view();
+    const PagedKv kv{table.view(), lens.view(), std::nullopt, 1, run.longest(c.kv_lens)};
+    attention_paged(run.q->view(), run.k->view(), run.v->view(), kv, out.view(), run.scale, options);
+  };
+  part(table_a_dev, lens_a_dev, out_a, lse_a, true);
+  part(table_b_dev, lens_b_dev, out_b, lse_b, false);
+  merge_states(out_a.view(), lse_a.view(), out_b.view(), lse_b.view(), out_m.view(), lse_m.view());
+  const Readback got(out_m, lse_m, merged);
+  EXPECT_TRUE(matches_reference(as_rank4(got.out), run.ref.out));
+  EXPECT_TRUE(lse_matches(got.lse, run.ref.lse, c.dtype));
+
+  // In place: into out_a and lse_a.
+  merge_states(out_a.view(), lse_a.view(), out_b.view(), lse_b.view(), out_a.view(), lse_a.view());
+  const Readback in_place(out_a, lse_a, part_a);
+  EXPECT_TRUE(matches_reference(as_rank4(in_place.out), run.ref.out));
+  EXPECT_TRUE(lse_matches(in_place.lse, run.ref.lse, c.dtype));
+}
+
+INSTANTIATE_TEST_SUITE_P(Merge, CudaServingMerge, ::testing::ValuesIn(kDtypes),
+                         [](const auto& info) { return std::string(short_name(info.param)); });
+
+// merge_states' edge rows on the device, as cpu/merge.cpp: both parts -inf give zeros and -inf, a
+// NaN lse gives NaN, a -inf part adds nothing even where its values are NaN.
+TEST(CudaServingMerge, EdgeRows) {
+  REQUIRE_GPU();
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor out_a(Shape{4, 3}, DType::Float32), out_b(Shape{4, 3}, DType::Float32), out(Shape{4, 3}, DType::Float32);
+  Tensor lse_a(Shape{4}, DType::Float32), lse_b(Shape{4}, DType::Float32), lse(Shape{4}, DType::Float32);
+  const float la[4] = {-kInf, nan, 1.0f, -kInf}, lb[4] = {-kInf, 0.0f, -kInf, 2.0f};
+  for (int row = 0; row < 4; ++row) {
+    lse_a.set(row, la[row]);
+    lse_b.set(row, lb[row]);
+    for (int d = 0; d < 3; ++d) {
+      out_a.set(row * 3 + d, row == 3 ? nan : 1.0 + d);
+      out_b.set(row * 3 + d, row == 2 ? nan : 10.0 + d);
+    }
+  }
+  out.poison();
+  lse.poison();
+  DeviceTensor da(out_a), db(out_b), dout(out), dla(lse_a), dlb(lse_b), dlse(lse);
+  merge_states(da.view(), dla.view(), db.view(), dlb.view(), dout.view(), dlse.view());
+  std::vector<unsigned char> out_bytes = dout.download(), lse_bytes = dlse.download();
+  std::vector<float> values(12), lses(4);
+  std::memcpy(values.data(), out_bytes.data(), sizeof(float) * 12);
+  std::memcpy(lses.data(), lse_bytes.data(), sizeof(float) * 4);
+  EXPECT_EQ(lses[0], -kInf);
+  for (int d = 0; d < 3; ++d) EXPECT_EQ(values[static_cast<std::size_t>(d)], 0.0f);
+  EXPECT_TRUE(std::isnan(lses[1]));
+  for (int d = 0; d < 3; ++d) EXPECT_TRUE(std::isnan(values[static_cast<std::size_t>(3 + d)]));
+  EXPECT_FLOAT_EQ(lses[2], 1.0f);
+  for (int d = 0; d < 3; ++d) EXPECT_FLOAT_EQ(values[static_cast<std::size_t>(6 + d)], 1.0f + d);
+  EXPECT_FLOAT_EQ(lses[3], 2.0f);
+  for (int d = 0; d < 3; ++d) EXPECT_FLOAT_EQ(values[static_cast<std::size_t>(9 + d)], 10.0f + d);
+}
+
+// Garbage device metadata (negative, huge, decreasing) is clamped where the kernels read it: no
+// fault (compute-sanitizer memcheck) and nothing written outside out and lse, whose canary
+// regions stay as they were.
+class CudaServingFuzz : public ::testing::TestWithParam<DType> {};
+
+constexpr std::int64_t kCanary = 4096;  // elements each side of out and lse
+
+// A device buffer with `count` elements in the middle of canary regions, all poisoned.
+struct Guarded {
+  Tensor host;
+  std::unique_ptr<DeviceTensor> device;
+  std::vector<unsigned char> before;
+  TensorView view;
+  Guarded(const Shape& shape, DType dtype) : host(Shape{shape.numel("test") + 2 * kCanary}, dtype) {
+    host.poison();
+    before = host.storage();
+    device = std::make_unique<DeviceTensor>(host);
+    const auto size = static_cast<std::int64_t>(size_of(dtype));
+    std::vector<std::int64_t> strides(static_cast<std::size_t>(shape.rank()), 1);
+    for (int axis = shape.rank() - 2; axis >= 0; --axis) {
+      strides[static_cast<std::size_t>(axis)] = strides[static_cast<std::size_t>(axis + 1)] * shape[axis + 1];
+    }
+    view = TensorView(static_cast<unsigned char*>(device->view().data) + kCanary * size, dtype, shape, strides,
+                      device->view().device);
+  }
+  ::testing::AssertionResult canaries_intact() const {
+    const std::vector<unsigned char> after = device->download();
+    const std::size_t size = size_of(view.dtype), guard = static_cast<std::size_t>(kCanary) * size;
+    const std::size_t end = before.size() - guard;
+    for (std::size_t byte = 0; byte < before.size(); ++byte) {
+      if ((byte < guard || byte >= end) && after[byte] != before[byte]) {
+        return ::testing::AssertionFailure() << "canary byte " << byte << " written";
+      }
+    }
+    return ::testing::AssertionSuccess();
+  }
+};
+
+TEST_P(CudaServingFuzz, GarbageMetadataDoesNotFault) {
+  REQUIRE_GPU();
+  const DType dtype = GetParam();
+  constexpr std::int32_t kBig = std::numeric_limits<std::int32_t>::max(), kSmall = std::numeric_limits<std::int32_t>::min();
+  std::mt19937_64 rng(seed_of(std::string("fuzz_") + short_name(dtype)));
+  const std::int64_t batch = 6, q_heads = 4, kv_heads = 2, head_dim = 64, page_size = 16, num_pages = 8,
+                     max_pages = 5;
+  std::vector<std::int64_t> garbage = {-1, kBig, kSmall, 3, -7, 1 << 30, 7, 0, 8, -100000, 2, 5};
+  std::uniform_int_distribution<std::size_t> pick(0, garbage.size() - 1);
+  std::vector<std::int64_t> table(static_cast<std::size_t>(batch * max_pages)), lens(static_cast<std::size_t>(batch));
+  for (auto& entry : table) entry = garbage[pick(rng)];
+  for (auto& entry : lens) entry = garbage[pick(rng)];
+  lens[0] = kBig;  // past the table's capacity and the bound
+  IntTensor table_host(Shape{batch, max_pages}, table), lens_host(Shape{batch}, lens);
+  DeviceTensor table_dev(table_host.view()), lens_dev(lens_host.view());
+  const Tensor kh = filled(Shape{num_pages, page_size, kv_heads, head_dim}, dtype, Layout::Contiguous, false, rng, 1.0);
+  const Tensor vh = filled(Shape{num_pages, page_size, kv_heads, head_dim}, dtype, Layout::Contiguous, false, rng, 1.0);
+  DeviceTensor k(kh), v(vh);
+
+  for (const bool chunked : {false, true}) {
+    SCOPED_TRACE(chunked ? "paged, garbage cu_seqlens_q" : "paged decode");
+    const std::int64_t rows = chunked ? 9 : batch, max_q = chunked ? 3 : 1;
+    const Tensor qh = filled(Shape{rows, q_heads, head_dim}, dtype, Layout::Contiguous, false, rng, 1.0);
+    DeviceTensor q(qh);
+    std::vector<std::int64_t> cu(static_cast<std::size_t>(batch + 1));
+    for (auto& entry : cu) entry = garbage[pick(rng)];
+    IntTensor cu_host(Shape{batch + 1}, cu);
+    DeviceTensor cu_dev(cu_host.view());
+    Guarded out(Shape{rows, q_heads, head_dim}, dtype), lse(Shape{rows, q_heads}, DType::Float32);
+    for (const RouteChoice route : {RouteChoice::Vector, RouteChoice::Auto}) {
+      AttentionOptions options;
+      options.route = route;
+      options.causal = true;
+      options.lse = lse.view;
+      PagedKv kv{table_dev.view(), lens_dev.view(), std::nullopt, max_q, max_pages * page_size};
+      if (chunked) kv.cu_seqlens_q = cu_dev.view();
+      attention_paged(q.view(), k.view(), v.view(), kv, out.view, 0.125f, options);
+      cuda_ok(cudaDeviceSynchronize(), "paged call on garbage metadata");
+      EXPECT_TRUE(out.canaries_intact());
+      EXPECT_TRUE(lse.canaries_intact());
+    }
+  }
+
+  SCOPED_TRACE("ragged, garbage cu_seqlens");
+  const std::int64_t total_q = 7, total_k = 40;
+  const Tensor qh = filled(Shape{total_q, q_heads, head_dim}, dtype, Layout::Contiguous, false, rng, 1.0);
+  const Tensor kr = filled(Shape{total_k, kv_heads, head_dim}, dtype, Layout::Contiguous, false, rng, 1.0);
+  const Tensor vr = filled(Shape{total_k, kv_heads, head_dim}, dtype, Layout::Contiguous, false, rng, 1.0);
+  DeviceTensor q(qh), kd(kr), vd(vr);
+  std::vector<std::int64_t> cu_q(static_cast<std::size_t>(batch + 1)), cu_k(static_cast<std::size_t>(batch + 1));
+  for (auto& entry : cu_q) entry = garbage[pick(rng)];
+  for (auto& entry : cu_k) entry = garbage[pick(rng)];
+  IntTensor cu_q_host(Shape{batch + 1}, cu_q), cu_k_host(Shape{batch + 1}, cu_k);
+  DeviceTensor cu_q_dev(cu_q_host.view()), cu_k_dev(cu_k_host.view());
+  Guarded out(Shape{total_q, q_heads, head_dim}, dtype), lse(Shape{total_q, q_heads}, DType::Float32);
+  AttentionOptions options;
+  options.route = RouteChoice::Vector;
+  options.lse = lse.view;
+  attention_varlen(q.view(), kd.view(), vd.view(), RaggedBatch{cu_q_dev.view(), cu_k_dev.view(), 2, total_k},
+                   out.view, 0.125f, options);
+  cuda_ok(cudaDeviceSynchronize(), "ragged call on garbage metadata");
+  EXPECT_TRUE(out.canaries_intact());
+  EXPECT_TRUE(lse.canaries_intact());
+}
+
+INSTANTIATE_TEST_SUITE_P(Fuzz, CudaServingFuzz, ::testing::ValuesIn(kDtypes),
+                         [](const auto& info) { return std::string(short_name(info.param)); });
+
+}  // namespace
+}  // namespace heed::test
