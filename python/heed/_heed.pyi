@@ -62,7 +62,29 @@ class MemoryStats:
 def attention_into(q: Any, k: Any, v: Any, out: Any, mask: Optional[Any], sinks: Optional[Any],
                    scale: Optional[float], causal: bool, window: Optional[int], softcap: Optional[float],
                    max_score_bytes: Optional[int], stream: int, bf16: int, route: str = "auto",
-                   workspace: Optional[Any] = None, max_scratch_bytes: Optional[int] = None) -> None: ...
+                   workspace: Optional[Any] = None, max_scratch_bytes: Optional[int] = None,
+                   lse: Optional[Any] = None) -> None: ...
+def attention_varlen_into(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any, out: Any,
+                          lse: Optional[Any], sinks: Optional[Any], scale: Optional[float], causal: bool,
+                          window: Optional[int], softcap: Optional[float], max_seqlen_q: Optional[int],
+                          max_seqlen_k: Optional[int], stream: int, bf16: int, route: str = "auto",
+                          workspace: Optional[Any] = None, max_scratch_bytes: Optional[int] = None) -> None: ...
+def attention_paged_into(q: Any, k_cache: Any, v_cache: Any, block_table: Any, seqlens_k: Any,
+                         cu_seqlens_q: Optional[Any], out: Any, lse: Optional[Any], sinks: Optional[Any],
+                         scale: Optional[float], causal: bool, window: Optional[int], softcap: Optional[float],
+                         max_seqlen_q: Optional[int], max_seqlen_k: Optional[int], stream: int, bf16: int,
+                         route: str = "auto", workspace: Optional[Any] = None,
+                         max_scratch_bytes: Optional[int] = None) -> None: ...
+def plan_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any, sinks: Optional[Any], causal: bool,
+                window: Optional[int], softcap: Optional[float], max_seqlen_q: Optional[int],
+                max_seqlen_k: Optional[int], bf16: int, route: str = "auto",
+                max_scratch_bytes: Optional[int] = None) -> Plan: ...
+def plan_paged(q: Any, k_cache: Any, v_cache: Any, block_table: Any, seqlens_k: Any, cu_seqlens_q: Optional[Any],
+               sinks: Optional[Any], causal: bool, window: Optional[int], softcap: Optional[float],
+               max_seqlen_q: Optional[int], max_seqlen_k: Optional[int], bf16: int, route: str = "auto",
+               max_scratch_bytes: Optional[int] = None) -> Plan: ...
+def merge_states_into(out_a: Any, lse_a: Any, out_b: Any, lse_b: Any, out: Any, lse: Any, stream: int,
+                      bf16: int) -> None: ...
 def plan_views(q: Any, k: Any, v: Any, mask: Optional[Any], sinks: Optional[Any], causal: bool,
                window: Optional[int], softcap: Optional[float], max_score_bytes: Optional[int], bf16: int,
                route: str = "auto", max_scratch_bytes: Optional[int] = None) -> Plan: ...
@@ -76,7 +98,8 @@ def empty_cache(device: str) -> int: ...
 def cache_limit(device: str) -> int: ...
 def set_cache_limit(bytes: int, device: str) -> None: ...
 def last_call() -> Dict[str, Union[int, str]]:
-    """The data pointers, device and stream heed saw in this thread's last attention call."""
+    """The data pointers (q, k, v, out, mask, sinks, lse), device and stream heed saw in this
+    thread's last attention call of any form (a paged call's caches as k and v)."""
 
 class LayerPlan:
     """The plan of one encoder-layer call: its workspace and why."""

@@ -60,6 +60,10 @@ std::string prefix(const ArraySpec& spec) { return std::string("[") + spec.op + 
 DType to_dtype(nb::dlpack::dtype dtype, const ArraySpec& spec) {
   using Code = nb::dlpack::dtype_code;
   const auto code = static_cast<Code>(dtype.code);
+  if (spec.metadata) {
+    if (code == Code::Int && dtype.bits == 32 && dtype.lanes == 1) return DType::Int32;
+    throw nb::value_error((prefix(spec) + "has dtype " + dtype_name(dtype) + "; heed takes int32 for it").c_str());
+  }
   if (dtype.lanes == 1) {
     if (code == Code::Float && dtype.bits == 32) return DType::Float32;
     if (code == Code::Float && dtype.bits == 16) return DType::Float16;

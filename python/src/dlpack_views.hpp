@@ -25,10 +25,11 @@ struct ArraySpec {
   const char* name;      // "q", "mask", ...
   bool writable = false;  // out: a read-only array is refused
   bool bfloat16_bits = false;  // a uint16 array holds bfloat16 bits (numpy + ml_dtypes)
+  bool metadata = false;  // sequence metadata (cu_seqlens, block tables): int32 only
 };
 
 // Imports `object` through DLPack. Raises TypeError when it is no array, ValueError for an
-// element type heed cannot read (naming the type), NotImplementedError for a device heed
+// element type heed cannot read (naming the type; metadata is int32, the rest floating or bool), NotImplementedError for a device heed
 // has no backend for.
 ImportedArray import_array(nanobind::handle object, const ArraySpec& spec);
 

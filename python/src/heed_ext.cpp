@@ -8,17 +8,18 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include <cmath>
 #include <cstdint>
-#include <limits>
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
+#include "call_args.hpp"
 #include "dlpack_views.hpp"
 #include "heed/heed.hpp"
 #include "layer_ext.hpp"
+#include "serving_ext.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -26,41 +27,11 @@ using namespace nb::literals;
 namespace heed::python {
 namespace {
 
-// Which arrays hold bfloat16 bits in a uint16 array (numpy has no native bfloat16; the
-// package passes ml_dtypes.bfloat16 arrays as their uint16 view).
-enum Bfloat16Bits : unsigned { kQ = 1, kK = 2, kV = 4, kOut = 8, kMask = 16, kSinks = 32 };
-
-// The data pointers of the last attention call on this thread, for the zero-copy tests.
-struct LastCall {
-  std::uintptr_t q = 0, k = 0, v = 0, out = 0, mask = 0, sinks = 0, stream = 0;
-  std::string device;
-};
-thread_local LastCall g_last_call;
-
-std::uintptr_t address(const void* pointer) { return reinterpret_cast<std::uintptr_t>(pointer); }
-
 struct Inputs {
   ImportedArray q, k, v;
   std::optional<ImportedArray> mask, sinks;
   AttentionOptions options;
 };
-
-// "auto", "vector", "tiled", "composed" -> RouteChoice; ValueError otherwise.
-RouteChoice parse_route(const std::string& name, const char* op) {
-  if (name == "auto") return RouteChoice::Auto;
-  if (name == "vector") return RouteChoice::Vector;
-  if (name == "tiled") return RouteChoice::Tiled;
-  if (name == "composed") return RouteChoice::Composed;
-  throw nb::value_error(
-      (std::string("[") + op + "] route must be 'auto', 'vector', 'tiled' or 'composed', got '" + name + "'").c_str());
-}
-
-// A Python float as a float option; beyond float's range infinity, which heed rejects by name.
-std::optional<float> float_option(std::optional<double> value) {
-  if (!value) return std::nullopt;
-  const bool in_range = std::isnan(*value) || std::abs(*value) <= std::numeric_limits<float>::max();
-  return in_range ? static_cast<float>(*value) : std::copysign(std::numeric_limits<float>::infinity(), *value);
-}
 
 Inputs import_inputs(const char* op, nb::handle q, nb::handle k, nb::handle v, nb::handle mask,
                      nb::handle sinks, bool causal, std::optional<std::int64_t> window,
@@ -72,95 +43,54 @@ Inputs import_inputs(const char* op, nb::handle q, nb::handle k, nb::handle v, n
             std::nullopt,
             std::nullopt,
             {}};
-  if (!mask.is_none()) {
-    in.mask = import_array(mask, {op, "mask", false, (bf16 & kMask) != 0});
-    in.options.mask = in.mask->view;
-  }
-  if (!sinks.is_none()) {
-    in.sinks = import_array(sinks, {op, "sinks", false, (bf16 & kSinks) != 0});
-    in.options.sinks = in.sinks->view;
-  }
-  in.options.causal = causal;
-  in.options.window = window;
-  in.options.softcap = float_option(softcap);
+  if (!mask.is_none()) in.mask = import_array(mask, {op, "mask", false, (bf16 & kMask) != 0});
+  in.options = import_options(op, sinks, in.sinks, causal, window, softcap, route, max_scratch_bytes, bf16);
+  if (in.mask) in.options.mask = in.mask->view;
   in.options.max_score_bytes = max_score_bytes;
-  in.options.route = parse_route(route, op);
-  in.options.max_scratch_bytes = max_scratch_bytes;
   return in;
 }
 
-// The bytes [first, last) a view can touch; empty for an empty view.
-std::pair<std::uintptr_t, std::uintptr_t> byte_range(const TensorView& view) {
-  std::int64_t low = 0, high = 0;
-  for (int axis = 0; axis < view.rank(); ++axis) {
-    const std::int64_t size = view.shape[axis];
-    if (size == 0) return {0, 0};
-    const std::int64_t reach = (size - 1) * view.strides[static_cast<std::size_t>(axis)];
-    (reach < 0 ? low : high) += reach;
-  }
-  const auto item = static_cast<std::int64_t>(size_of(view.dtype));
-  const auto base = static_cast<std::int64_t>(address(view.data));
-  return {static_cast<std::uintptr_t>(base + low * item), static_cast<std::uintptr_t>(base + (high + 1) * item)};
-}
-
-// heed reads every input while it writes out, so out must not share memory with one.
-void check_no_overlap(const TensorView& out, const TensorView& input, const char* name) {
-  if (!(out.device == input.device)) return;
-  const auto [out_first, out_last] = byte_range(out);
-  const auto [first, last] = byte_range(input);
-  if (out_first < out_last && first < last && out_first < last && first < out_last) {
-    throw nb::value_error((std::string("[heed.attention] out overlaps ") + name +
-                           " in memory; heed reads the inputs while it writes out")
-                              .c_str());
-  }
-}
-
-// out = attention(q, k, v) into the caller's `out`; the GIL is released while heed runs.
+// out = attention(q, k, v) into the caller's `out` (and each row's log-sum-exp into `lse`, where
+// given); the GIL is released while heed runs.
 void attention_into(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle mask, nb::handle sinks,
                     std::optional<double> scale, bool causal, std::optional<std::int64_t> window,
                     std::optional<double> softcap, std::optional<std::int64_t> max_score_bytes, std::uintptr_t stream,
                     unsigned bf16, const std::string& route, nb::handle workspace,
-                    std::optional<std::int64_t> max_scratch_bytes) {
+                    std::optional<std::int64_t> max_scratch_bytes, nb::handle lse) {
   constexpr const char* op = "heed.attention";
   Inputs in = import_inputs(op, q, k, v, mask, sinks, causal, window, softcap, max_score_bytes, bf16, route,
                             max_scratch_bytes);
   ImportedArray result = import_array(out, {op, "out", true, (bf16 & kOut) != 0});
+  std::optional<ImportedArray> lse_array;
+  attach_lse(lse, lse_array, in.options, op);
   std::optional<ImportedBuffer> scratch;
-  if (!workspace.is_none()) {
-    scratch = import_buffer(workspace, {op, "workspace", true, false});
-    if (!(scratch->device == in.q.view.device)) {
-      throw nb::value_error((std::string("[heed.attention] workspace is on ") + scratch->device.to_string() +
-                             ", the call on " + in.q.view.device.to_string())
-                                .c_str());
-    }
-    in.options.workspace = scratch->data;
-    in.options.workspace_bytes = scratch->bytes;
-  }
+  attach_workspace(workspace, scratch, in.q.view.device, in.options, op);
   if (result.view.rank() == 4) {  // heed rejects other ranks, naming them
-    check_no_overlap(result.view, in.q.view, "q");
-    check_no_overlap(result.view, in.k.view, "k");
-    check_no_overlap(result.view, in.v.view, "v");
-    if (in.mask) check_no_overlap(result.view, in.mask->view, "mask");
-    if (in.sinks) check_no_overlap(result.view, in.sinks->view, "sinks");
+    auto check_output = [&](const TensorView& written, const char* name) {
+      check_no_overlap(written, name, in.q.view, "q", op);
+      check_no_overlap(written, name, in.k.view, "k", op);
+      check_no_overlap(written, name, in.v.view, "v", op);
+      if (in.mask) check_no_overlap(written, name, in.mask->view, "mask", op);
+      if (in.sinks) check_no_overlap(written, name, in.sinks->view, "sinks", op);
+    };
+    check_output(result.view, "out");
+    if (lse_array) {
+      check_output(lse_array->view, "lse");
+      check_no_overlap(lse_array->view, "lse", result.view, "out", op);
+    }
   }
-  float scale_value = 1.0f;
-  if (scale) {
-    // Out of float's range the conversion is undefined: heed rejects infinity, naming it.
-    const bool in_range = std::isnan(*scale) || std::abs(*scale) <= std::numeric_limits<float>::max();
-    scale_value = in_range ? static_cast<float>(*scale) : std::numeric_limits<float>::infinity();
-  } else if (in.q.view.rank() == 4 && in.q.view.shape[3] > 0) {
-    scale_value = static_cast<float>(1.0 / std::sqrt(static_cast<double>(in.q.view.shape[3])));
-  }
-  g_last_call = {address(in.q.view.data),
+  const float scale_used = scale_value(scale, in.q.view.rank() == 4 ? in.q.view.shape[3] : -1);
+  last_call() = {address(in.q.view.data),
                  address(in.k.view.data),
                  address(in.v.view.data),
                  address(result.view.data),
                  in.mask ? address(in.mask->view.data) : 0,
                  in.sinks ? address(in.sinks->view.data) : 0,
+                 lse_array ? address(lse_array->view.data) : 0,
                  stream,
                  in.q.view.device.to_string()};
   nb::gil_scoped_release release;
-  heed::attention(in.q.view, in.k.view, in.v.view, result.view, scale_value, in.options,
+  heed::attention(in.q.view, in.k.view, in.v.view, result.view, scale_used, in.options,
                   Stream{reinterpret_cast<void*>(stream)});
 }
 
@@ -314,7 +244,8 @@ NB_MODULE(_heed, m) {
 
   m.def("attention_into", &attention_into, "q"_a, "k"_a, "v"_a, "out"_a, "mask"_a.none(), "sinks"_a.none(),
         "scale"_a.none(), "causal"_a, "window"_a.none(), "softcap"_a.none(), "max_score_bytes"_a.none(), "stream"_a,
-        "bf16"_a, "route"_a = "auto", "workspace"_a.none() = nb::none(), "max_scratch_bytes"_a.none() = nb::none());
+        "bf16"_a, "route"_a = "auto", "workspace"_a.none() = nb::none(), "max_scratch_bytes"_a.none() = nb::none(),
+        "lse"_a.none() = nb::none());
   m.def("plan_views", &plan_views, "q"_a, "k"_a, "v"_a, "mask"_a.none(), "sinks"_a.none(), "causal"_a,
         "window"_a.none(), "softcap"_a.none(), "max_score_bytes"_a.none(), "bf16"_a, "route"_a = "auto",
         "max_scratch_bytes"_a.none() = nb::none());
@@ -333,7 +264,7 @@ NB_MODULE(_heed, m) {
     set_cache_limit(parse_device(device, "heed.set_cache_limit"), bytes);
   }, "bytes"_a, "device"_a);
   m.def("last_call", [] {
-    const LastCall& c = g_last_call;
+    const LastCall& c = last_call();
     nb::dict d;
     d["q"] = c.q;
     d["k"] = c.k;
@@ -341,10 +272,12 @@ NB_MODULE(_heed, m) {
     d["out"] = c.out;
     d["mask"] = c.mask;
     d["sinks"] = c.sinks;
+    d["lse"] = c.lse;
     d["stream"] = c.stream;
     d["device"] = c.device;
     return d;
   }, "The data pointers, device and stream heed saw in this thread's last attention call (for tests)");
+  bind_serving(m);
   bind_layer(m);
   bind_profile(m);
 }

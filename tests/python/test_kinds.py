@@ -151,7 +151,7 @@ def test_torch_custom_op_under_compile():
     op = heed_torch.attention(q, k, v, causal=True, sinks=sinks, window=8)
     assert torch.equal(op, eager)
     assert torch.ops.heed.attention.default is not None
-    torch.library.opcheck(heed_torch.attention, (q, k, v), {"sinks": sinks, "causal": True, "window": 8})
+    torch.library.opcheck(torch.ops.heed.attention.default, (q, k, v), {"sinks": sinks, "causal": True, "window": 8})
 
     def layer(q, k, v, sinks):
         return heed_torch.attention(q * 2, k, v, causal=True, sinks=sinks, window=8) + 1
