@@ -200,41 +200,69 @@ __device__ __forceinline__ void issue_item(const VectorArgs& a, const Copies& st
   ptx::cp_async_commit();
 }
 
-// issue_item for paged keys (any rows, any page size): each of this lane's key rows from one
-// block-table read per page run, the item's first key's (16 keys mostly share a page); zeros
-// past the keys and the head size, nothing read for them.
+// Where a paged item's rows lie in one cache (k or v), by value: the out-of-line copy below
+// takes no reference to the kernel's parameters.
+struct PagedCache {
+  const void* data;
+  const std::int32_t* pages;  // the sequence's block-table row
+  std::int64_t table_stride, num_pages, page_size;
+  std::int64_t page_stride, head_offset, row_stride, column_stride;  // elements
+  std::int64_t dim;
+  int steps;
+  bool wide;
+};
+
+// The copies of a paged item (any page size): each of this lane's key rows from one block-table
+// read per page run, the item's first key's (16 keys mostly share a page); zeros past the keys and
+// the head size, nothing read for them. Out of line, so that the dense loop keeps its registers.
+template <typename T, int kSteps>
+__device__ __noinline__ void store_item_paged(unsigned base, PagedCache cache, std::int64_t first_key, int keys,
+                                              int key0, int gid, int tq, bool values) {
+  constexpr int E = 8;  // elements of a 16-byte chunk
+  std::int64_t run_page, run_row;
+  page_of_key(cache.pages, cache.table_stride, cache.num_pages, cache.page_size, first_key + key0, run_page, run_row);
+  const std::int64_t run = cache.page_size - run_row;
+  const int key_count = values ? 4 : 2;
+  for (int kk = 0; kk < key_count; ++kk) {
+    const int key = values ? key0 + 2 * tq + (kk & 1) + 8 * (kk >> 1) : key0 + gid + 8 * kk;
+    const bool key_ok = key < keys;
+    std::int64_t page = run_page, row = run_row + (key - key0);
+    if (key_ok && key - key0 >= run) {
+      page_of_key(cache.pages, cache.table_stride, cache.num_pages, cache.page_size, first_key + key, page, row);
+    }
+    const T* row_data = static_cast<const T*>(cache.data) + page * cache.page_stride + cache.head_offset +
+                        row * cache.row_stride;
+    for (int step = 0; step < cache.steps && step < kSteps; ++step) {
+      const int chunk = values ? 8 * step + gid : 4 * step + tq;
+      const unsigned dst = base + (values ? 4 * step + kk : 2 * step + kk) * kChunkBytes;
+      const bool ok = key_ok && chunk * E < cache.dim;
+      if (cache.wide) {
+        ptx::cp_async_16_or_zero(dst, ok ? row_data + chunk * E : static_cast<const T*>(cache.data), ok);
+      } else {
+        ptx::st_shared_v4(dst, ok ? load_chunk(row_data, cache.column_stride, std::int64_t{chunk} * E, cache.dim, false)
+                                  : make_uint4(0, 0, 0, 0));
+      }
+    }
+  }
+}
+
+// issue_item for paged keys: item `item` of this warp into ring slot `slot`.
 template <typename T, int KC, int VC>
 __device__ __forceinline__ void issue_item_paged(const VectorArgs& a, const Sequence& seq, std::int64_t kv_head,
                                                  std::int64_t key_begin, const Copies& st, int item, int slot,
                                                  int warp, int gid, int tq) {
-  constexpr int E = 8;  // elements of a 16-byte chunk
   constexpr int kItemChunks = 2 * KC;
   const unsigned base = st.ring + static_cast<unsigned>(slot * kItemChunks) * kChunkBytes + (gid * 4 + tq) * 16;
   const int key0 = (warp + kWarps * (item >> 1)) * kTileKeys;
   const bool values = (item & 1) != 0;
-  const KeyRun run = key_run_at(a, seq, kv_head, key_begin + key0);
-  const T* k = static_cast<const T*>(a.k);
-  const T* v = static_cast<const T*>(a.v);
-  const int key_count = values ? 4 : 2;
-  for (int kk = 0; kk < key_count; ++kk) {
-    const int key = values ? key0 + 2 * tq + (kk & 1) + 8 * (kk >> 1) : key0 + gid + 8 * kk;
-    const bool key_ok = key < st.keys;
-    std::int64_t k_row = 0, v_row = 0;
-    if (key_ok) key_row_offsets(a, seq, kv_head, run, key_begin + key, k_row, v_row);
-    const T* row = values ? v + v_row : k + k_row;
-    const int steps = values ? a.v_steps : a.k_steps;
-    const std::int64_t dim = values ? a.value_dim : a.head_dim;
-    const std::int64_t stride = values ? a.v_strides.s[3] : a.k_strides.s[3];
-    for (int step = 0; step < steps && step < (values ? VC : KC); ++step) {
-      const int chunk = values ? 8 * step + gid : 4 * step + tq;
-      const unsigned dst = base + (values ? 4 * step + kk : 2 * step + kk) * kChunkBytes;
-      const bool ok = key_ok && chunk * E < dim;
-      if (a.wide_loads) {
-        ptx::cp_async_16_or_zero(dst, ok ? row + chunk * E : row, ok);
-      } else {
-        ptx::st_shared_v4(dst, ok ? load_chunk(row, stride, std::int64_t{chunk} * E, dim, false) : make_uint4(0, 0, 0, 0));
-      }
-    }
+  const auto stride = [&](int axis) { return values ? a.v_strides.s[axis] : a.k_strides.s[axis]; };
+  const PagedCache cache{values ? a.v : a.k, seq.pages, a.seqs.table_strides[1], a.seqs.num_pages, a.page_size,
+                         stride(0), kv_head * stride(1), stride(2), stride(3), values ? a.value_dim : a.head_dim,
+                         values ? a.v_steps : a.k_steps, a.wide_loads};
+  if (values) {
+    store_item_paged<T, VC>(base, cache, key_begin, st.keys, key0, gid, tq, true);
+  } else {
+    store_item_paged<T, KC>(base, cache, key_begin, st.keys, key0, gid, tq, false);
   }
   ptx::cp_async_commit();
 }
