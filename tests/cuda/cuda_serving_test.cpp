@@ -469,36 +469,40 @@ struct Guarded {
   }
 };
 
-TEST_P(CudaServingFuzz, GarbageMetadataDoesNotFault) {
-  REQUIRE_GPU();
-  const DType dtype = GetParam();
-  constexpr std::int32_t kBig = std::numeric_limits<std::int32_t>::max(), kSmall = std::numeric_limits<std::int32_t>::min();
-  std::mt19937_64 rng(seed_of(std::string("fuzz_") + short_name(dtype)));
+constexpr std::int32_t kBig = std::numeric_limits<std::int32_t>::max();
+constexpr std::int32_t kSmall = std::numeric_limits<std::int32_t>::min();
+
+// `count` entries drawn from values that break every invariant of the metadata.
+std::vector<std::int64_t> garbage(std::size_t count, std::mt19937_64& rng) {
+  static const std::vector<std::int64_t> values = {-1, kBig, kSmall, 3, -7, 1 << 30, 7, 0, 8, -100000, 2, 5, 33, 64};
+  std::uniform_int_distribution<std::size_t> pick(0, values.size() - 1);
+  std::vector<std::int64_t> out(count);
+  for (auto& entry : out) entry = values[pick(rng)];
+  return out;
+}
+
+// Paged decode and chunked prefill on a garbage block table, seqlens_k and cu_seqlens_q.
+void fuzz_paged(DType dtype, std::mt19937_64& rng) {
   const std::int64_t batch = 6, q_heads = 4, kv_heads = 2, head_dim = 64, page_size = 16, num_pages = 8,
                      max_pages = 5;
-  std::vector<std::int64_t> garbage = {-1, kBig, kSmall, 3, -7, 1 << 30, 7, 0, 8, -100000, 2, 5};
-  std::uniform_int_distribution<std::size_t> pick(0, garbage.size() - 1);
-  std::vector<std::int64_t> table(static_cast<std::size_t>(batch * max_pages)), lens(static_cast<std::size_t>(batch));
-  for (auto& entry : table) entry = garbage[pick(rng)];
-  for (auto& entry : lens) entry = garbage[pick(rng)];
+  std::vector<std::int64_t> lens = garbage(static_cast<std::size_t>(batch), rng);
   lens[0] = kBig;  // past the table's capacity and the bound
-  IntTensor table_host(Shape{batch, max_pages}, table), lens_host(Shape{batch}, lens);
+  IntTensor table_host(Shape{batch, max_pages}, garbage(static_cast<std::size_t>(batch * max_pages), rng));
+  IntTensor lens_host(Shape{batch}, lens);
   DeviceTensor table_dev(table_host.view()), lens_dev(lens_host.view());
   const Tensor kh = filled(Shape{num_pages, page_size, kv_heads, head_dim}, dtype, Layout::Contiguous, false, rng, 1.0);
   const Tensor vh = filled(Shape{num_pages, page_size, kv_heads, head_dim}, dtype, Layout::Contiguous, false, rng, 1.0);
   DeviceTensor k(kh), v(vh);
-
   for (const bool chunked : {false, true}) {
     SCOPED_TRACE(chunked ? "paged, garbage cu_seqlens_q" : "paged decode");
-    const std::int64_t rows = chunked ? 9 : batch, max_q = chunked ? 3 : 1;
+    const std::int64_t rows = chunked ? 40 : batch, max_q = chunked ? 24 : 1;
     const Tensor qh = filled(Shape{rows, q_heads, head_dim}, dtype, Layout::Contiguous, false, rng, 1.0);
     DeviceTensor q(qh);
-    std::vector<std::int64_t> cu(static_cast<std::size_t>(batch + 1));
-    for (auto& entry : cu) entry = garbage[pick(rng)];
-    IntTensor cu_host(Shape{batch + 1}, cu);
+    IntTensor cu_host(Shape{batch + 1}, garbage(static_cast<std::size_t>(batch + 1), rng));
     DeviceTensor cu_dev(cu_host.view());
     Guarded out(Shape{rows, q_heads, head_dim}, dtype), lse(Shape{rows, q_heads}, DType::Float32);
-    for (const RouteChoice route : {RouteChoice::Vector, RouteChoice::Auto}) {
+    for (const RouteChoice route : {RouteChoice::Vector, RouteChoice::Tiled, RouteChoice::Auto}) {
+      if (route == RouteChoice::Tiled && (dtype == DType::Float32 || !chunked)) continue;  // tiled: 16-bit prefill
       AttentionOptions options;
       options.route = route;
       options.causal = true;
@@ -511,27 +515,45 @@ TEST_P(CudaServingFuzz, GarbageMetadataDoesNotFault) {
       EXPECT_TRUE(lse.canaries_intact());
     }
   }
+}
 
+// A ragged batch on garbage cu_seqlens_q and cu_seqlens_k.
+void fuzz_ragged(DType dtype, std::mt19937_64& rng) {
   SCOPED_TRACE("ragged, garbage cu_seqlens");
-  const std::int64_t total_q = 7, total_k = 40;
+  const std::int64_t batch = 6, q_heads = 4, kv_heads = 2, head_dim = 64, total_q = 40, total_k = 72;
   const Tensor qh = filled(Shape{total_q, q_heads, head_dim}, dtype, Layout::Contiguous, false, rng, 1.0);
   const Tensor kr = filled(Shape{total_k, kv_heads, head_dim}, dtype, Layout::Contiguous, false, rng, 1.0);
   const Tensor vr = filled(Shape{total_k, kv_heads, head_dim}, dtype, Layout::Contiguous, false, rng, 1.0);
   DeviceTensor q(qh), kd(kr), vd(vr);
-  std::vector<std::int64_t> cu_q(static_cast<std::size_t>(batch + 1)), cu_k(static_cast<std::size_t>(batch + 1));
-  for (auto& entry : cu_q) entry = garbage[pick(rng)];
-  for (auto& entry : cu_k) entry = garbage[pick(rng)];
-  IntTensor cu_q_host(Shape{batch + 1}, cu_q), cu_k_host(Shape{batch + 1}, cu_k);
+  IntTensor cu_q_host(Shape{batch + 1}, garbage(static_cast<std::size_t>(batch + 1), rng));
+  IntTensor cu_k_host(Shape{batch + 1}, garbage(static_cast<std::size_t>(batch + 1), rng));
   DeviceTensor cu_q_dev(cu_q_host.view()), cu_k_dev(cu_k_host.view());
   Guarded out(Shape{total_q, q_heads, head_dim}, dtype), lse(Shape{total_q, q_heads}, DType::Float32);
-  AttentionOptions options;
-  options.route = RouteChoice::Vector;
-  options.lse = lse.view;
-  attention_varlen(q.view(), kd.view(), vd.view(), RaggedBatch{cu_q_dev.view(), cu_k_dev.view(), 2, total_k},
-                   out.view, 0.125f, options);
-  cuda_ok(cudaDeviceSynchronize(), "ragged call on garbage metadata");
-  EXPECT_TRUE(out.canaries_intact());
-  EXPECT_TRUE(lse.canaries_intact());
+  for (const RouteChoice route : {RouteChoice::Vector, RouteChoice::Tiled, RouteChoice::Auto}) {
+    if (route == RouteChoice::Tiled && dtype == DType::Float32) continue;
+    AttentionOptions options;
+    options.route = route;
+    options.causal = route != RouteChoice::Vector;
+    options.lse = lse.view;
+    attention_varlen(q.view(), kd.view(), vd.view(), RaggedBatch{cu_q_dev.view(), cu_k_dev.view(), 24, total_k},
+                     out.view, 0.125f, options);
+    cuda_ok(cudaDeviceSynchronize(), "ragged call on garbage metadata");
+    EXPECT_TRUE(out.canaries_intact());
+    EXPECT_TRUE(lse.canaries_intact());
+  }
+}
+
+// Rounds of fresh garbage on every serving form and route; run under compute-sanitizer memcheck
+// to see that no access leaves the caller's buffers.
+TEST_P(CudaServingFuzz, GarbageMetadataDoesNotFault) {
+  REQUIRE_GPU();
+  const DType dtype = GetParam();
+  std::mt19937_64 rng(seed_of(std::string("fuzz_") + short_name(dtype)));
+  for (int round = 0; round < 8; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    fuzz_paged(dtype, rng);
+    fuzz_ragged(dtype, rng);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fuzz, CudaServingFuzz, ::testing::ValuesIn(kDtypes),
