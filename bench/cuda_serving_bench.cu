@@ -2,7 +2,8 @@
 // work, measured side by side in one run (bfloat16, Hq 32 / Hkv 8, D 128), after the device's
 // ceilings (cuda_timing.cuh):
 //   - varlen prefill (attention_varlen, Lq = Lk per sequence) against one dense call per
-//     sequence on views of the same rows; FLOPs 4·Hq·D per visible query-key pair;
+//     sequence on views of the same rows (and, where the lengths are equal, one dense call over
+//     the batch); FLOPs 4·Hq·D per visible query-key pair;
 //   - paged decode (attention_paged, q [B, Hq, D]) against dense decode (k, v [B, Hkv, L, D]),
 //     the cache [num_pages, page_size, Hkv, D] with its pages shuffled; bytes of K and V read;
 //   - chunked prefill on a paged cache (the last 2048 queries of each sequence, causal) against
@@ -12,7 +13,8 @@
 // form is timed three ways: its calls captured into a CUDA graph with a caller's workspace and
 // replayed (the device's time without host work; "ratio" is the dense form's graph ms over the
 // serving form's), one call between events (median) and graph_calls calls back to back between
-// events (per call). Human-readable lines, then one JSON object per case (also to --json FILE).
+// events (per call). Each case prints readable lines and one JSON object (also to --json FILE);
+// the ratios' summary comes last. Exit status 1 where an output is wrong or a case threw.
 //
 //   heed_cuda_serving_bench [--reps N] [--case TEXT]... [--json FILE]
 
@@ -589,8 +591,8 @@ int main(int argc, char** argv) {
     }
   }
   r.ceilings = {copy_tbytes(), read_tbytes(), gemm_tflops()};
-  std::printf("ceilings: bf16 GEMM %.1f TFLOP/s, copy %.3f TB/s (read + write), read-only %.3f TB/s\n", r.ceilings.gemm,
-              r.ceilings.copy, r.ceilings.read);
+  std::printf("device ceilings: bf16 GEMM %.1f TFLOP/s, copy %.3f TB/s (read + write), read-only %.3f TB/s\n",
+              r.ceilings.gemm, r.ceilings.copy, r.ceilings.read);
   const std::string ceilings = JsonLine()
                                    .add("copy_tbytes", r.ceilings.copy, "%.4f")
                                    .add("read_tbytes", r.ceilings.read, "%.4f")
