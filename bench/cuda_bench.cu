@@ -20,7 +20,6 @@
 // through the backend's own entry, so only the one choice differs. --head-sizes times every
 // head size against the compiled size it rounds up to instead (time_head_sizes).
 
-#include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -29,12 +28,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
 #include <string>
 #include <vector>
 
 #include "call/validate.hpp"
 #include "cuda/runtime.hpp"
+#include "cuda_timing.cuh"
 #include "device/cuda_device.hpp"
 #include "heed/heed.hpp"
 #include "plan/cuda_plan.hpp"
@@ -42,14 +41,11 @@
 #include "plan/overrides.hpp"
 #include "plan/planner.hpp"
 
+const char* const heed::gpu_bench::kProgram = "heed_cuda_bench";
+
 namespace {
 
-void ok(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    std::fprintf(stderr, "heed_cuda_bench: %s: %s\n", what, cudaGetErrorString(status));
-    std::exit(1);
-  }
-}
+using namespace heed::gpu_bench;
 
 struct Case {
   const char* name;
@@ -74,31 +70,6 @@ const Case kCases[] = {
     {"prefill_b32_12x12_d64_512", 32, 12, 12, 512, 512, 64, false, false},
     {"prefill_b1_8x8_d512_4k_causal", 1, 8, 8, 4096, 4096, 512, true, false},
 };
-
-// Repetitions within about `budget_ms` of device time for a call of `call_ms`: between 3 and `reps`.
-int reps_within(double call_ms, double budget_ms, int reps) {
-  return static_cast<int>(std::clamp(budget_ms / std::max(call_ms, 1e-3), 3.0, static_cast<double>(reps)));
-}
-
-__global__ void fill_kernel(__nv_bfloat16* data, std::int64_t count, std::uint32_t seed) {
-  for (std::int64_t n = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; n < count;
-       n += std::int64_t(gridDim.x) * blockDim.x) {
-    std::uint32_t x = static_cast<std::uint32_t>(n) * 2654435761u ^ seed;
-    x ^= x >> 15;
-    x *= 2246822519u;
-    x ^= x >> 13;
-    data[n] = __float2bfloat16((static_cast<float>(x & 0xffff) / 65535.0f - 0.5f) * 3.0f);
-  }
-}
-
-__nv_bfloat16* random_bf16(std::int64_t count, std::uint32_t seed) {
-  void* pointer = nullptr;
-  ok(cudaMalloc(&pointer, static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * 2), "cudaMalloc");
-  auto* data = static_cast<__nv_bfloat16*>(pointer);
-  fill_kernel<<<1024, 256>>>(data, count, seed);
-  ok(cudaGetLastError(), "fill");
-  return data;
-}
 
 // A case's bfloat16 tensors on cuda:0: q and out of `q_shape`, k and v of `kv_shape`, filled by
 // random_bf16 (seeds 1 to 4, the same values every time), freed with the struct.
@@ -125,181 +96,6 @@ struct BenchTensors {
   BenchTensors(const BenchTensors&) = delete;
   BenchTensors& operator=(const BenchTensors&) = delete;
 };
-
-// The median of `reps` calls, each between two events recorded on `stream` (the calls' stream).
-template <typename F>
-double median_ms(F&& call, int warmup, int reps, cudaStream_t stream = nullptr) {
-  cudaEvent_t start, stop;
-  ok(cudaEventCreate(&start), "event");
-  ok(cudaEventCreate(&stop), "event");
-  for (int i = 0; i < warmup; ++i) call();
-  std::vector<float> times;
-  for (int i = 0; i < reps; ++i) {
-    ok(cudaEventRecord(start, stream), "record");
-    call();
-    ok(cudaEventRecord(stop, stream), "record");
-    ok(cudaEventSynchronize(stop), "sync");
-    float ms = 0;
-    ok(cudaEventElapsedTime(&ms, start, stop), "elapsed");
-    times.push_back(ms);
-  }
-  ok(cudaEventDestroy(start), "event");
-  ok(cudaEventDestroy(stop), "event");
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
-// Calls captured into one graph by graph_ms: 20, fewer for calls of more than 2.5 ms (at least 2),
-// so that a replay takes about 50 ms or less.
-int graph_calls(double call_ms) {
-  return static_cast<int>(std::clamp(50.0 / std::max(call_ms, 1e-3), 2.0, 20.0));
-}
-
-// The device time of one call without host work: `calls` calls of `call(stream)` captured into a
-// CUDA graph on a stream of its own (non-blocking, relaxed capture: heed's scratch comes from
-// cudaMallocFromPoolAsync, which captures as memory nodes), the graph instantiated and replayed
-// once, then its replays timed between events on that stream (median; within about `budget_ms`,
-// 3 to `reps` replays), over `calls`. Where a step fails (a CUDA error or an exception from the
-// call) it says so on stderr, clears the error, ends the capture, destroys what it made and
-// returns -1: the bench goes on.
-template <typename F>
-double graph_ms(F&& call, int calls, double budget_ms, int reps) {
-  const auto failed = [](cudaError_t status, const char* what) {
-    if (status == cudaSuccess) return false;
-    std::fprintf(stderr, "heed_cuda_bench: graph: %s: %s\n", what, cudaGetErrorString(status));
-    (void)cudaGetLastError();
-    return true;
-  };
-  cudaStream_t stream = nullptr;
-  if (failed(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags")) return -1;
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  bool good = !failed(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
-  if (good) {
-    try {
-      for (int i = 0; i < calls; ++i) call(stream);
-    } catch (const std::exception& error) {
-      std::fprintf(stderr, "heed_cuda_bench: graph: the captured call threw: %s\n", error.what());
-      good = false;
-    } catch (...) {
-      std::fprintf(stderr, "heed_cuda_bench: graph: the captured call threw\n");
-      good = false;
-    }
-    // Ended whatever happened, so that the stream leaves capture (an invalidated capture ends
-    // with an error and no graph).
-    const bool ended = !failed(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
-    good = good && ended && graph != nullptr;
-  }
-  if (good) good = !failed(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
-  if (good) {
-    good = !failed(cudaGraphLaunch(exec, stream), "cudaGraphLaunch") &&
-           !failed(cudaStreamSynchronize(stream), "the warm-up replay");
-  }
-  double ms = -1;
-  if (good) {
-    const auto replay = [&] { good = good && !failed(cudaGraphLaunch(exec, stream), "cudaGraphLaunch"); };
-    const double first_ms = median_ms(replay, 0, 1, stream);
-    const double replay_ms = median_ms(replay, 0, reps_within(first_ms, budget_ms, reps), stream);
-    if (good) ms = replay_ms / calls;
-  }
-  (void)cudaStreamSynchronize(stream);
-  if (exec != nullptr) (void)cudaGraphExecDestroy(exec);
-  if (graph != nullptr) (void)cudaGraphDestroy(graph);
-  (void)cudaStreamDestroy(stream);
-  // The graph's memory nodes keep their memory cached for the device's graphs: given back here.
-  (void)cudaDeviceGraphMemTrim(0);
-  (void)cudaGetLastError();
-  return ms;
-}
-
-// Device-to-device copy of 1 GiB, bytes read + written per second.
-double copy_tbytes() {
-  const std::size_t bytes = std::size_t{1} << 30;
-  void *a = nullptr, *b = nullptr;
-  ok(cudaMalloc(&a, bytes), "cudaMalloc");
-  ok(cudaMalloc(&b, bytes), "cudaMalloc");
-  ok(cudaMemset(a, 1, bytes), "memset");
-  const double ms = median_ms([&] { ok(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice), "copy"); }, 3, 20);
-  ok(cudaFree(a), "free");
-  ok(cudaFree(b), "free");
-  return 2.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e12;
-}
-
-// Sums 16-byte words (four to a thread per step, in flight together) and stores one word per
-// block: the loads cannot be dropped, and the stores are a few KiB against the GiB read.
-__global__ void read_kernel(const uint4* __restrict__ data, std::int64_t count, unsigned* __restrict__ sums) {
-  const std::int64_t stride = std::int64_t(gridDim.x) * blockDim.x;
-  std::int64_t n = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
-  unsigned sum = 0;
-  for (; n + 3 * stride < count; n += 4 * stride) {
-    const uint4 a = data[n], b = data[n + stride], c = data[n + 2 * stride], d = data[n + 3 * stride];
-    sum += (a.x ^ a.y ^ a.z ^ a.w) + (b.x ^ b.y ^ b.z ^ b.w) + (c.x ^ c.y ^ c.z ^ c.w) + (d.x ^ d.y ^ d.z ^ d.w);
-  }
-  for (; n < count; n += stride) {
-    const uint4 a = data[n];
-    sum += a.x ^ a.y ^ a.z ^ a.w;
-  }
-  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-  __shared__ unsigned warp_sums[32];
-  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = sum;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned total = 0;
-    for (unsigned w = 0; w < blockDim.x / 32; ++w) total += warp_sums[w];
-    sums[blockIdx.x] = total;
-  }
-}
-
-// A kernel that reads 1 GiB (8 blocks of 256 threads per SM), bytes read per second: the ceiling
-// of a call that reads far more than it writes (decode).
-double read_tbytes() {
-  const std::size_t bytes = std::size_t{1} << 30;
-  int sms = 0;
-  ok(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute");
-  const int blocks = std::max(sms, 1) * 8;
-  void *data = nullptr, *sums = nullptr;
-  ok(cudaMalloc(&data, bytes), "cudaMalloc");
-  ok(cudaMalloc(&sums, static_cast<std::size_t>(blocks) * sizeof(unsigned)), "cudaMalloc");
-  ok(cudaMemset(data, 1, bytes), "memset");
-  const auto read_all = [&] {
-    read_kernel<<<blocks, 256>>>(static_cast<const uint4*>(data), static_cast<std::int64_t>(bytes / sizeof(uint4)),
-                                 static_cast<unsigned*>(sums));
-    ok(cudaGetLastError(), "read");
-  };
-  const double ms = median_ms(read_all, 3, 20);
-  ok(cudaFree(data), "free");
-  ok(cudaFree(sums), "free");
-  return static_cast<double>(bytes) / (ms * 1e-3) / 1e12;
-}
-
-// cuBLAS bfloat16 GEMM (float32 accumulation) of 8192 x 8192 x 8192: the matrix peak the
-// prefill cases are a fraction of.
-double gemm_tflops() {
-  constexpr int n = 8192;
-  const std::int64_t count = std::int64_t{n} * n;
-  __nv_bfloat16* a = random_bf16(count, 11);
-  __nv_bfloat16* b = random_bf16(count, 12);
-  __nv_bfloat16* c = random_bf16(count, 13);
-  cublasHandle_t handle = nullptr;
-  if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
-    std::fprintf(stderr, "heed_cuda_bench: cublasCreate failed\n");
-    std::exit(1);
-  }
-  const float alpha = 1.0f, beta = 0.0f;
-  const auto gemm = [&] {
-    if (cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a, CUDA_R_16BF, n, b, CUDA_R_16BF, n, &beta, c,
-                     CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
-      std::fprintf(stderr, "heed_cuda_bench: cublasGemmEx failed\n");
-      std::exit(1);
-    }
-  };
-  const double ms = median_ms(gemm, 3, 20);
-  cublasDestroy(handle);
-  ok(cudaFree(a), "free");
-  ok(cudaFree(b), "free");
-  ok(cudaFree(c), "free");
-  return 2.0 * n * static_cast<double>(n) * n / (ms * 1e-3) / 1e12;
-}
 
 double visible_pairs(const Case& c) {
   double pairs = 0;
