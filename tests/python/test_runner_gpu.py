@@ -36,6 +36,8 @@ def test_a_captured_decode_replays_after_in_place_changes():
     out = torch.empty_like(q)
     bound = dict(max_seqlen_k=PAGE_SIZE * MAX_PAGES)
     r = heed.runner_paged(q, k_cache, v_cache, table, lengths, out=out, **bound)
+    r.run()  # a warm-up before capture, as PyTorch advises (the C++ test captures a cold runner)
+    torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         r.run()
