@@ -1,89 +1,28 @@
-// The top of the call: every entry point validates into one descriptor, asks the device's facts
-// (discovered once, device/ and core/cpu_info) and the environment's overrides, and hands both to
-// the backend's planner, so that no planner reads a device or the environment itself.
+// The top of the call: every entry point validates into one descriptor, then takes the steps of
+// prepared.hpp (plan, checks, launches).
 
 #include "heed/attention.hpp"
 
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <limits>
-
+#include "call/merge.hpp"
 #include "call/validate.hpp"
-#include "core/cpu_info.hpp"
-#include "core/format.hpp"
-#include "cpu/attention_cpu.hpp"
 #include "cpu/merge.hpp"
 #include "heed/error.hpp"
 #include "heed/plan.hpp"
 #include "heed/serving.hpp"
-#include "memory/cpu_allocator.hpp"
-#include "plan/cpu_plan.hpp"
-#include "plan/overrides.hpp"
 #include "plan/planner.hpp"
+#include "prepared.hpp"
 #if HEED_HAS_CUDA
 #include "cuda/merge.hpp"
-#include "cuda/runtime.hpp"
-#include "device/cuda_device.hpp"
-#include "plan/cuda_plan.hpp"
 #endif
 
 namespace heed {
 namespace {
 
-using call::op_of;
+using detail::plan_on;
 
-#if HEED_HAS_CUDA
-// Every form reaches the CUDA planner, which refuses per route with its reason (plan/cuda_plan.cpp).
-// Device-resident metadata is clamped where the kernels read it; validation sized the plan from
-// max_seqlen_* or, without them, from the totals. Paged keys are counted in 32 bits on the device.
-void require_cuda_form(const call::Problem& p) {
-  if (p.form == call::Form::Paged && p.kv_len > std::numeric_limits<std::int32_t>::max()) {
-    throw Error(ErrorKind::InvalidArgument,
-                format("[{}] max_seqlen_k {} exceeds the int32 range of seqlens_k", op_of(p), p.kv_len));
-  }
-}
-#endif
-
-// The plan of a validated problem on `device` (the CPU or, when built, a CUDA device).
-AttentionPlan plan_on(const call::Problem& problem, Device device) {
-  const plan::PlanOverrides& overrides = plan::environment_overrides();
-#if HEED_HAS_CUDA
-  if (device.type == DeviceType::CUDA) {
-    require_cuda_form(problem);
-    return plan::plan_cuda(problem, heed::device::cuda_device_info(device, op_of(problem)), overrides).plan;
-  }
-#endif
-  plan::require_backend(device, op_of(problem));
-  return plan::plan_cpu(problem, cpu_info(), overrides).plan;
-}
-
-// Plans and runs a validated call of any form on q's device.
+// Validated call of any form, checked, planned and run on q's device.
 void run_call(const call::Call& c, Device device, const AttentionOptions& options, Stream stream) {
-  if (c.has_lse && c.value_dim == 0 && c.batch > 0 && c.q_heads > 0 && c.q_len > 0) {
-    throw Error(ErrorKind::InvalidArgument, format("[{}] lse needs Dv >= 1 (out has no values to weigh)", op_of(c)));
-  }
-  const plan::PlanOverrides& overrides = plan::environment_overrides();
-#if HEED_HAS_CUDA
-  if (device.type == DeviceType::CUDA) {
-    require_cuda_form(c);
-    const plan::CudaRoute& route = plan::plan_cuda_cached(c, device::cuda_device_info(device, op_of(c)), overrides);
-    call::check_workspace(c, options, route.plan.scratch_bytes);
-    if (c.empty_output()) return;
-    // Only the CUDA runtime can tell device memory from host memory.
-    cuda::check_device_pointers(c, device);
-    cuda::run_attention(c, options, route, stream.handle);
-    return;
-  }
-#else
-  (void)stream;
-#endif
-  plan::require_backend(device, op_of(c));
-  const plan::CpuRoute route = plan::plan_cpu(c, cpu_info(), overrides);
-  call::check_workspace(c, options, route.plan.scratch_bytes);
-  if (c.empty_output()) return;
-  memory::Scratch scratch(route.plan.scratch_bytes, options.workspace, op_of(c));
-  cpu::run_attention(c, route, scratch.data());
+  detail::run_once(detail::prepare(c, device, options, detail::Planning::Memoized), options, stream);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "heed/options.hpp"
 #include "heed/plan.hpp"
 #include "heed/profile.hpp"
+#include "heed/runner.hpp"
 #include "heed/serving.hpp"
 #include "heed/shape.hpp"
 #include "heed/tensor.hpp"

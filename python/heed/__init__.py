@@ -12,7 +12,8 @@ device (or the caller's `out`). `heed.torch.attention` is the same call as a PyT
 
 The serving forms: `attention_varlen` (ragged batches, cu_seqlens), `attention_paged` (paged KV
 caches, block tables), `return_lse=True` on every form for each row's log-sum-exp, and
-`merge_states` to combine two partial results exactly.
+`merge_states` to combine two partial results exactly. `runner`, `runner_varlen` and
+`runner_paged` plan a call once and run it many times (CUDA-graph capturable).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ._heed import LayerPlan, MemoryStats, Plan
 from .layer import MultiHeadAttention
 
 __all__ = ["attention", "attention_varlen", "attention_paged", "merge_states", "plan", "plan_varlen", "plan_paged",
+           "Runner", "runner", "runner_varlen", "runner_paged",
            "memory_stats", "reset_peak", "empty_cache", "cache_limit", "set_cache_limit",
            "profile", "Plan", "MemoryStats",
            "MultiHeadAttention", "LayerPlan"]
@@ -633,3 +635,7 @@ def set_cache_limit(bytes: int, device: DeviceLike = None) -> None:
     if bytes < 0:
         raise ValueError(f"[heed.set_cache_limit] bytes must be at least 0, got {bytes}")
     _heed.set_cache_limit(bytes, _device_name(device))
+
+
+# Last: the runners' module reads the helpers above.
+from ._runner import Runner, runner, runner_paged, runner_varlen  # noqa: E402

@@ -136,3 +136,26 @@ class MultiHeadAttention:
 
 def last_layer_call() -> Dict[str, Union[int, str]]:
     """The data pointers, device and stream heed saw in this thread's last layer call."""
+
+class Runner:
+    """A call planned once and run many times (heed/runner.hpp); heed.Runner wraps it."""
+
+    @property
+    def plan(self) -> Plan: ...
+    def run(self, stream: int) -> None: ...
+    def update_metadata(self, stream: int) -> None: ...
+
+def runner_dense(q: Any, k: Any, v: Any, out: Any, mask: Optional[Any], sinks: Optional[Any], scale: Optional[float],
+                 causal: bool, window: Optional[int], softcap: Optional[float], max_score_bytes: Optional[int],
+                 stream: int, bf16: int, route: str = "auto", workspace: Optional[Any] = None,
+                 max_scratch_bytes: Optional[int] = None, lse: Optional[Any] = None) -> Runner: ...
+def runner_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any, out: Any, lse: Optional[Any],
+                  sinks: Optional[Any], scale: Optional[float], causal: bool, window: Optional[int],
+                  softcap: Optional[float], max_seqlen_q: Optional[int], max_seqlen_k: Optional[int], stream: int,
+                  bf16: int, route: str = "auto", workspace: Optional[Any] = None,
+                  max_scratch_bytes: Optional[int] = None) -> Runner: ...
+def runner_paged(q: Any, k_cache: Any, v_cache: Any, block_table: Any, seqlens_k: Any, cu_seqlens_q: Optional[Any],
+                 out: Any, lse: Optional[Any], sinks: Optional[Any], scale: Optional[float], causal: bool,
+                 window: Optional[int], softcap: Optional[float], max_seqlen_q: Optional[int],
+                 max_seqlen_k: Optional[int], stream: int, bf16: int, route: str = "auto",
+                 workspace: Optional[Any] = None, max_scratch_bytes: Optional[int] = None) -> Runner: ...

@@ -19,6 +19,7 @@
 #include "dlpack_views.hpp"
 #include "heed/heed.hpp"
 #include "layer_ext.hpp"
+#include "runner_ext.hpp"
 #include "serving_ext.hpp"
 
 namespace nb = nanobind;
@@ -50,6 +51,40 @@ Inputs import_inputs(const char* op, nb::handle q, nb::handle k, nb::handle v, n
   return in;
 }
 
+// A dense call's out and lse (where asked) and workspace, imported into its options; neither output
+// may share memory with an input or the other.
+struct DenseOutputs {
+  ImportedArray out;
+  std::optional<ImportedArray> lse;
+  std::optional<ImportedBuffer> scratch;
+};
+
+DenseOutputs import_dense_outputs(const char* op, Inputs& in, nb::handle out, nb::handle lse, nb::handle workspace,
+                                  unsigned bf16) {
+  DenseOutputs o{import_array(out, {op, "out", true, (bf16 & kOut) != 0}), std::nullopt, std::nullopt};
+  attach_lse(lse, o.lse, in.options, op);
+  attach_workspace(workspace, o.scratch, in.q.view.device, in.options, op);
+  if (o.out.view.rank() == 4) {  // heed rejects other ranks, naming them
+    auto check_output = [&](const TensorView& written, const char* name) {
+      check_no_overlap(written, name, in.q.view, "q", op);
+      check_no_overlap(written, name, in.k.view, "k", op);
+      check_no_overlap(written, name, in.v.view, "v", op);
+      if (in.mask) check_no_overlap(written, name, in.mask->view, "mask", op);
+      if (in.sinks) check_no_overlap(written, name, in.sinks->view, "sinks", op);
+    };
+    check_output(o.out.view, "out");
+    if (o.lse) {
+      check_output(o.lse->view, "lse");
+      check_no_overlap(o.lse->view, "lse", o.out.view, "out", op);
+    }
+  }
+  return o;
+}
+
+float dense_scale(std::optional<double> scale, const TensorView& q) {
+  return scale_value(scale, q.rank() == 4 ? q.shape[3] : -1);
+}
+
 // out = attention(q, k, v) into the caller's `out` (and each row's log-sum-exp into `lse`, where
 // given); the GIL is released while heed runs.
 void attention_into(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle mask, nb::handle sinks,
@@ -60,38 +95,38 @@ void attention_into(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb
   constexpr const char* op = "heed.attention";
   Inputs in = import_inputs(op, q, k, v, mask, sinks, causal, window, softcap, max_score_bytes, bf16, route,
                             max_scratch_bytes);
-  ImportedArray result = import_array(out, {op, "out", true, (bf16 & kOut) != 0});
-  std::optional<ImportedArray> lse_array;
-  attach_lse(lse, lse_array, in.options, op);
-  std::optional<ImportedBuffer> scratch;
-  attach_workspace(workspace, scratch, in.q.view.device, in.options, op);
-  if (result.view.rank() == 4) {  // heed rejects other ranks, naming them
-    auto check_output = [&](const TensorView& written, const char* name) {
-      check_no_overlap(written, name, in.q.view, "q", op);
-      check_no_overlap(written, name, in.k.view, "k", op);
-      check_no_overlap(written, name, in.v.view, "v", op);
-      if (in.mask) check_no_overlap(written, name, in.mask->view, "mask", op);
-      if (in.sinks) check_no_overlap(written, name, in.sinks->view, "sinks", op);
-    };
-    check_output(result.view, "out");
-    if (lse_array) {
-      check_output(lse_array->view, "lse");
-      check_no_overlap(lse_array->view, "lse", result.view, "out", op);
-    }
-  }
-  const float scale_used = scale_value(scale, in.q.view.rank() == 4 ? in.q.view.shape[3] : -1);
+  DenseOutputs o = import_dense_outputs(op, in, out, lse, workspace, bf16);
+  const float scale_used = dense_scale(scale, in.q.view);
   last_call() = {address(in.q.view.data),
                  address(in.k.view.data),
                  address(in.v.view.data),
-                 address(result.view.data),
+                 address(o.out.view.data),
                  in.mask ? address(in.mask->view.data) : 0,
                  in.sinks ? address(in.sinks->view.data) : 0,
-                 lse_array ? address(lse_array->view.data) : 0,
+                 o.lse ? address(o.lse->view.data) : 0,
                  stream,
                  in.q.view.device.to_string()};
   nb::gil_scoped_release release;
-  heed::attention(in.q.view, in.k.view, in.v.view, result.view, scale_used, in.options,
+  heed::attention(in.q.view, in.k.view, in.v.view, o.out.view, scale_used, in.options,
                   Stream{reinterpret_cast<void*>(stream)});
+}
+
+// attention_into's call as a Runner: validated, planned and given its scratch once.
+BoundRunner runner_dense(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle mask, nb::handle sinks,
+                         std::optional<double> scale, bool causal, std::optional<std::int64_t> window,
+                         std::optional<double> softcap, std::optional<std::int64_t> max_score_bytes,
+                         std::uintptr_t stream, unsigned bf16, const std::string& route, nb::handle workspace,
+                         std::optional<std::int64_t> max_scratch_bytes, nb::handle lse) {
+  constexpr const char* op = "heed.runner";
+  Inputs in = import_inputs(op, q, k, v, mask, sinks, causal, window, softcap, max_score_bytes, bf16, route,
+                            max_scratch_bytes);
+  DenseOutputs o = import_dense_outputs(op, in, out, lse, workspace, bf16);
+  Runner runner = [&] {
+    nb::gil_scoped_release release;
+    return Runner::dense(in.q.view, in.k.view, in.v.view, o.out.view, dense_scale(scale, in.q.view), in.options,
+                         Stream{reinterpret_cast<void*>(stream)});
+  }();
+  return BoundRunner::make(std::pair{std::move(in), std::move(o)}, std::move(runner));
 }
 
 AttentionPlan plan_views(nb::handle q, nb::handle k, nb::handle v, nb::handle mask, nb::handle sinks, bool causal,
@@ -246,6 +281,10 @@ NB_MODULE(_heed, m) {
         "scale"_a.none(), "causal"_a, "window"_a.none(), "softcap"_a.none(), "max_score_bytes"_a.none(), "stream"_a,
         "bf16"_a, "route"_a = "auto", "workspace"_a.none() = nb::none(), "max_scratch_bytes"_a.none() = nb::none(),
         "lse"_a.none() = nb::none());
+  m.def("runner_dense", &runner_dense, "q"_a, "k"_a, "v"_a, "out"_a, "mask"_a.none(), "sinks"_a.none(),
+        "scale"_a.none(), "causal"_a, "window"_a.none(), "softcap"_a.none(), "max_score_bytes"_a.none(), "stream"_a,
+        "bf16"_a, "route"_a = "auto", "workspace"_a.none() = nb::none(), "max_scratch_bytes"_a.none() = nb::none(),
+        "lse"_a.none() = nb::none());
   m.def("plan_views", &plan_views, "q"_a, "k"_a, "v"_a, "mask"_a.none(), "sinks"_a.none(), "causal"_a,
         "window"_a.none(), "softcap"_a.none(), "max_score_bytes"_a.none(), "bf16"_a, "route"_a = "auto",
         "max_scratch_bytes"_a.none() = nb::none());
@@ -277,6 +316,7 @@ NB_MODULE(_heed, m) {
     d["device"] = c.device;
     return d;
   }, "The data pointers, device and stream heed saw in this thread's last attention call (for tests)");
+  bind_runner(m);
   bind_serving(m);
   bind_layer(m);
   bind_profile(m);

@@ -12,6 +12,7 @@
 #include "call_args.hpp"
 #include "dlpack_views.hpp"
 #include "heed/heed.hpp"
+#include "runner_ext.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -24,6 +25,8 @@ constexpr const char* kPaged = "heed.attention_paged";
 constexpr const char* kPlanVarlen = "heed.plan_varlen";
 constexpr const char* kPlanPaged = "heed.plan_paged";
 constexpr const char* kMerge = "heed.merge_states";
+constexpr const char* kRunnerVarlen = "heed.runner_varlen";
+constexpr const char* kRunnerPaged = "heed.runner_paged";
 
 using Named = std::pair<const TensorView*, const char*>;
 
@@ -176,6 +179,43 @@ void attention_paged_into(nb::handle q, nb::handle k_cache, nb::handle v_cache, 
                         Stream{reinterpret_cast<void*>(stream)});
 }
 
+// The ragged and paged calls as Runners: validated, planned and given their scratch once.
+BoundRunner runner_varlen(nb::handle q, nb::handle k, nb::handle v, nb::handle cu_seqlens_q, nb::handle cu_seqlens_k,
+                          nb::handle out, nb::handle lse, nb::handle sinks, std::optional<double> scale, bool causal,
+                          std::optional<std::int64_t> window, std::optional<double> softcap,
+                          std::optional<std::int64_t> max_seqlen_q, std::optional<std::int64_t> max_seqlen_k,
+                          std::uintptr_t stream, unsigned bf16, const std::string& route, nb::handle workspace,
+                          std::optional<std::int64_t> max_scratch_bytes) {
+  RaggedInputs in = import_ragged(kRunnerVarlen, q, k, v, cu_seqlens_q, cu_seqlens_k, sinks, causal, window, softcap,
+                                  max_seqlen_q, max_seqlen_k, bf16, route, max_scratch_bytes);
+  Outputs o = import_outputs(kRunnerVarlen, out, lse, workspace, bf16, in.q.view, in.inputs(), in.options);
+  Runner runner = [&] {
+    nb::gil_scoped_release release;
+    return Runner::varlen(in.q.view, in.k.view, in.v.view, in.batch, o.out.view,
+                          scale_value(scale, head_dim_of(in.q.view)), in.options, Stream{reinterpret_cast<void*>(stream)});
+  }();
+  return BoundRunner::make(std::pair{std::move(in), std::move(o)}, std::move(runner));
+}
+
+BoundRunner runner_paged(nb::handle q, nb::handle k_cache, nb::handle v_cache, nb::handle block_table,
+                         nb::handle seqlens_k, nb::handle cu_seqlens_q, nb::handle out, nb::handle lse,
+                         nb::handle sinks, std::optional<double> scale, bool causal,
+                         std::optional<std::int64_t> window, std::optional<double> softcap,
+                         std::optional<std::int64_t> max_seqlen_q, std::optional<std::int64_t> max_seqlen_k,
+                         std::uintptr_t stream, unsigned bf16, const std::string& route, nb::handle workspace,
+                         std::optional<std::int64_t> max_scratch_bytes) {
+  PagedInputs in = import_paged(kRunnerPaged, q, k_cache, v_cache, block_table, seqlens_k, cu_seqlens_q, sinks,
+                                causal, window, softcap, max_seqlen_q, max_seqlen_k, bf16, route, max_scratch_bytes);
+  Outputs o = import_outputs(kRunnerPaged, out, lse, workspace, bf16, in.q.view, in.inputs(), in.options);
+  Runner runner = [&] {
+    nb::gil_scoped_release release;
+    return Runner::paged(in.q.view, in.k_cache.view, in.v_cache.view, in.pages, o.out.view,
+                         scale_value(scale, head_dim_of(in.q.view)), in.options,
+                         Stream{reinterpret_cast<void*>(stream)});
+  }();
+  return BoundRunner::make(std::pair{std::move(in), std::move(o)}, std::move(runner));
+}
+
 AttentionPlan plan_varlen(nb::handle q, nb::handle k, nb::handle v, nb::handle cu_seqlens_q, nb::handle cu_seqlens_k,
                           nb::handle sinks, bool causal, std::optional<std::int64_t> window,
                           std::optional<double> softcap, std::optional<std::int64_t> max_seqlen_q,
@@ -234,6 +274,14 @@ void bind_serving(nb::module_& m) {
         "causal"_a, "window"_a.none(), "softcap"_a.none(), "max_seqlen_q"_a.none(), "max_seqlen_k"_a.none(),
         "stream"_a, "bf16"_a, "route"_a = "auto", "workspace"_a.none() = nb::none(),
         "max_scratch_bytes"_a.none() = nb::none());
+  m.def("runner_varlen", &runner_varlen, "q"_a, "k"_a, "v"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a, "out"_a,
+        "lse"_a.none(), "sinks"_a.none(), "scale"_a.none(), "causal"_a, "window"_a.none(), "softcap"_a.none(),
+        "max_seqlen_q"_a.none(), "max_seqlen_k"_a.none(), "stream"_a, "bf16"_a, "route"_a = "auto",
+        "workspace"_a.none() = nb::none(), "max_scratch_bytes"_a.none() = nb::none());
+  m.def("runner_paged", &runner_paged, "q"_a, "k_cache"_a, "v_cache"_a, "block_table"_a, "seqlens_k"_a,
+        "cu_seqlens_q"_a.none(), "out"_a, "lse"_a.none(), "sinks"_a.none(), "scale"_a.none(), "causal"_a,
+        "window"_a.none(), "softcap"_a.none(), "max_seqlen_q"_a.none(), "max_seqlen_k"_a.none(), "stream"_a, "bf16"_a,
+        "route"_a = "auto", "workspace"_a.none() = nb::none(), "max_scratch_bytes"_a.none() = nb::none());
   m.def("plan_varlen", &plan_varlen, "q"_a, "k"_a, "v"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a, "sinks"_a.none(),
         "causal"_a, "window"_a.none(), "softcap"_a.none(), "max_seqlen_q"_a.none(), "max_seqlen_k"_a.none(), "bf16"_a,
         "route"_a = "auto", "max_scratch_bytes"_a.none() = nb::none());

@@ -68,6 +68,9 @@ struct Problem {
   std::int64_t page_size = 0;  // paged: keys per page
   std::int64_t total_kv = 0;   // ragged: rows of k and v
   bool has_lse = false;        // the call writes each row's log-sum-exp
+  // CUDA: int32 values of host-resident metadata copied into the scratch's "metadata" buffer
+  // before the launch (call/metadata.hpp); 0 where it is all on the device, or on the CPU.
+  std::int64_t host_metadata = 0;
   std::optional<std::int64_t> max_score_bytes;
   std::optional<std::int64_t> max_scratch_bytes;
   RouteChoice route = RouteChoice::Auto;
@@ -104,6 +107,11 @@ struct Sequences {
   std::int64_t num_pages = 0;  // paged: pages in the cache
   std::int64_t total_q = 0;    // rows of q where cu_q is given
   std::int64_t total_k = 0;    // ragged: rows of k and v
+  // CUDA: which arrays are on the host, to be copied to the device before the kernels read them.
+  struct HostArrays {
+    bool cu_q = false, cu_k = false, seqlens_k = false, block_table = false;
+    bool operator==(const HostArrays&) const = default;
+  } host;
 };
 
 // The public entry point a problem came through, for error messages.

@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <utility>
 #include <vector>
 
 #include "call/checks.hpp"
 #include "call/merge.hpp"
+#include "call/metadata.hpp"
 #include "call/validate.hpp"
 #include "core/format.hpp"
 #include "heed/error.hpp"
@@ -150,6 +152,13 @@ Call descriptor(const Problem& p, const TensorView& q, const TensorView& k, cons
   return c;
 }
 
+// Which of a CUDA call's metadata arrays the host holds (copied to the device before the launch).
+void flag_host_metadata(Call& c, const TensorView& q, std::initializer_list<std::pair<const TensorView*, bool*>> arrays) {
+  if (q.device.type != DeviceType::CUDA) return;
+  for (const auto& [view, host] : arrays) *host = view->device.type == DeviceType::CPU;
+  c.host_metadata = host_metadata_count(c);
+}
+
 void check_inputs_present(const TensorView& q, const TensorView& k, const TensorView& v, const char* op) {
   detail::check_data(q, "q", op);
   detail::check_data(k, "k", op);
@@ -200,6 +209,7 @@ Call validate_ragged(const TensorView& q, const TensorView& k, const TensorView&
   c.seqs.cu_k = static_cast<const std::int32_t*>(batch.cu_seqlens_k.data);
   c.seqs.total_q = q.shape[0];
   c.seqs.total_k = k.shape[0];
+  flag_host_metadata(c, q, {{&batch.cu_seqlens_q, &c.seqs.host.cu_q}, {&batch.cu_seqlens_k, &c.seqs.host.cu_k}});
   detail::attach_lse(c, q, options, Shape{q.shape[0], q.shape[1]}, {2, 1}, op);
   if (out == nullptr) return c;
   check_inputs_present(q, k, v, op);
@@ -299,6 +309,8 @@ Call validate_paged(const TensorView& q, const TensorView& k_cache, const Tensor
   c.seqs.table_strides[1] = pages.block_table.strides[1];
   c.seqs.max_pages = max_pages;
   c.seqs.num_pages = num_pages;
+  flag_host_metadata(c, q, {{&pages.block_table, &c.seqs.host.block_table}, {&pages.seqlens_k, &c.seqs.host.seqlens_k}});
+  if (ragged_q) flag_host_metadata(c, q, {{&*pages.cu_seqlens_q, &c.seqs.host.cu_q}});
   detail::attach_lse(c, q, options, Shape{q.shape[0], q.shape[1]}, ragged_q ? std::initializer_list<int>{2, 1}
                                                                              : std::initializer_list<int>{0, 1}, op);
   if (out == nullptr) return c;

@@ -32,6 +32,8 @@ class Scratch {
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
   std::byte* data() const { return data_; }
+  // Where the destructor frees an owned allocation (stream-ordered after the work queued there).
+  void release_on(void* stream) { stream_ = stream; }
 
  private:
   int device_ = 0;

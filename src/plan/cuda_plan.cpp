@@ -7,6 +7,7 @@
 
 #include "core/format.hpp"
 #include "heed/error.hpp"
+#include "memory/cpu_allocator.hpp"
 #include "plan/planner.hpp"
 #include "plan/cuda_tables.hpp"
 #include "plan/cuda_tiled_plan.hpp"
@@ -552,6 +553,19 @@ void build_composed(CudaRoute& r, const Problem& p, const ComposedFit& fit) {
   r.plan.scratch_bytes = layout.total_bytes();
 }
 
+// Host-resident metadata is copied to the device before the launch: one more buffer, after the
+// route's (call/metadata.hpp packs it).
+void add_metadata(CudaRoute& r, const Problem& p) {
+  if (p.host_metadata == 0) return;
+  const auto values = static_cast<std::size_t>(checked_mul(p.host_metadata, 4, op_of(p), "metadata bytes"));
+  const std::size_t bytes = memory::rounded_size(values);
+  r.metadata = Region{r.plan.scratch_bytes, bytes};
+  r.plan.buffers.push_back({"metadata", r.plan.scratch_bytes, bytes, 1});
+  r.plan.scratch_bytes += bytes;
+  r.plan.reasons.push_back(format("metadata: {} int32 values on the host, copied to the device before the launch",
+                                  p.host_metadata));
+}
+
 // An empty output (B, Hq, Lq or Dv = 0) launches nothing and holds nothing, so no route is sized:
 // its other sizes have no bounded product (B = 0 leaves Lq and Lk free up to int64's limit). The
 // kernel is the caller's route, else the composed one.
@@ -680,7 +694,8 @@ void fit_scratch_budget(CudaRoute& r, const Problem& p, Use use, const std::opti
   if (use == Use::Vector) {
     const std::int64_t before = r.vector.partitions;
     const std::size_t per_partition = partials_bytes(p, r.vector.rows, 1);
-    const auto fits = static_cast<std::int64_t>(budget / std::max<std::size_t>(per_partition, 1));
+    const std::size_t for_partials = budget - std::min(budget, r.metadata.slice_bytes);
+    const auto fits = static_cast<std::int64_t>(for_partials / std::max<std::size_t>(per_partition, 1));
     build(ComposedFit{}, fits >= 2 ? fits : 1);
     form = format("{} key partition(s) of {}", r.vector.partitions, before);
   } else if (use == Use::Composed) {
@@ -751,6 +766,7 @@ CudaRoute plan_cuda(const Problem& p, const CudaDeviceInfo& device, const PlanOv
                                         *p.max_score_bytes));
       }
     }
+    add_metadata(r, p);
   };
   build(composed.value_or(ComposedFit{}), std::numeric_limits<std::int64_t>::max());
   if (p.max_scratch_bytes) fit_scratch_budget(r, p, use, composed, build);

@@ -92,6 +92,7 @@ struct CudaRoute {
   Region partials;                      // vector, two passes: [B][Hkv][rows][partitions][Dv + 2]
   Region q_packed, k_packed, v_packed;  // composed
   Region scores, out_rows;              // composed, one step
+  Region metadata;                      // host-resident metadata's device copy (call/metadata.hpp)
 };
 
 // The plan of `problem` on `device`, overrides applied (a benchmark's variant, a test's forced
