@@ -214,62 +214,13 @@ std::vector<PagedCase> paged_cases() {
   return cases;
 }
 
-// Pages in random order: each sequence's own pages drawn from a shuffled pool, shared prefix
-// pages repeated, unused table entries -1, and a few pages no sequence reads.
-struct PageAssignment {
-  std::vector<std::int64_t> table;  // [B, max_pages]
-  std::int64_t max_pages = 0;
-  std::int64_t num_pages = 0;
-  std::vector<std::int64_t> unread;  // pages of the cache no table entry names
-};
-
-PageAssignment assign_pages(const PagedCase& c, std::mt19937_64& rng) {
-  const auto batch = static_cast<std::int64_t>(c.kv_lens.size());
-  std::vector<std::int64_t> pages_of, shared;
-  std::int64_t fresh = 0;
-  for (std::int64_t b = 0; b < batch; ++b) {
-    pages_of.push_back((c.kv_lens[static_cast<std::size_t>(b)] + c.page_size - 1) / c.page_size);
-    shared.push_back(b == 0 ? 0 : std::min({c.shared_pages, pages_of.back(), pages_of.front()}));
-    fresh += pages_of.back() - shared.back();
-  }
-  constexpr std::int64_t kUnreadPages = 3;
-  PageAssignment a;
-  a.num_pages = fresh + kUnreadPages;
-  a.max_pages = *std::max_element(pages_of.begin(), pages_of.end()) + 1;  // one column of padding
-  std::vector<std::int64_t> pool(static_cast<std::size_t>(a.num_pages));
-  std::iota(pool.begin(), pool.end(), 0);
-  std::shuffle(pool.begin(), pool.end(), rng);
-  a.table.assign(static_cast<std::size_t>(batch * a.max_pages), -1);
-  std::size_t next = 0;
-  for (std::int64_t b = 0; b < batch; ++b) {
-    for (std::int64_t p = 0; p < pages_of[static_cast<std::size_t>(b)]; ++p) {
-      a.table[static_cast<std::size_t>(b * a.max_pages + p)] =
-          p < shared[static_cast<std::size_t>(b)] ? a.table[static_cast<std::size_t>(p)] : pool[next++];
-    }
-  }
-  a.unread.assign(pool.begin() + static_cast<std::ptrdiff_t>(next), pool.end());
-  return a;
-}
-
-// NaN in every element of the pages no sequence reads: a read of one shows in the output. The
-// first and last pages stay finite, as that is where an out-of-range entry would be clamped.
-void poison_unread_pages(Tensor& cache, const PageAssignment& a) {
-  const std::int64_t per_page = cache.numel() / std::max<std::int64_t>(a.num_pages, 1);
-  for (std::int64_t page : a.unread) {
-    if (page == 0 || page == a.num_pages - 1) continue;
-    for (std::int64_t n = page * per_page; n < (page + 1) * per_page; ++n) {
-      cache.set(n, std::numeric_limits<double>::quiet_NaN());
-    }
-  }
-}
-
 class Paged : public ::testing::TestWithParam<PagedCase> {};
 
 TEST_P(Paged, MatchesOracle) {
   const PagedCase& c = GetParam();
   std::mt19937_64 rng(seed_of(c.name));
   const auto batch = static_cast<std::int64_t>(c.kv_lens.size());
-  const PageAssignment pages = assign_pages(c, rng);
+  const PageAssignment pages = assign_pages(c.kv_lens, c.page_size, c.shared_pages, rng);
   Tensor k_cache = filled(Shape{pages.num_pages, c.page_size, c.kv_heads, c.head_dim}, c.dtype, c.cache_layout,
                           c.head_major, rng, 1.5);
   Tensor v_cache = filled(Shape{pages.num_pages, c.page_size, c.kv_heads, c.value_dim}, c.dtype, c.cache_layout,
@@ -409,7 +360,7 @@ TEST(ServingScratch, RaggedAndPagedHoldWhatThePlanSays) {
     SCOPED_TRACE(std::string("paged ") + r.name);
     PagedCase c{.name = "scratch", .kv_lens = {3000, 40, 1200}, .q_lens = {{33, 1, 8}}, .q_heads = 8, .kv_heads = 2,
                 .causal = true};
-    const PageAssignment pages = assign_pages(c, rng);
+    const PageAssignment pages = assign_pages(c.kv_lens, c.page_size, c.shared_pages, rng);
     const Tensor k_cache = filled(Shape{pages.num_pages, 16, 2, 64}, DType::BFloat16, Layout::Contiguous, false, rng, 1.5);
     const Tensor v_cache = filled(Shape{pages.num_pages, 16, 2, 64}, DType::BFloat16, Layout::Contiguous, false, rng, 1.0);
     IntTensor table(Shape{3, pages.max_pages}, pages.table), seqlens(Shape{3}, c.kv_lens);
@@ -520,7 +471,7 @@ TEST(ServingBounds, LooseBoundsGiveTheSameAnswer) {
   const RaggedBatch batch{cu_q.view(), cu_k.view(), 100, 400};
 
   PagedCase c{.name = "loose", .kv_lens = {50, 9}, .q_lens = q_lens};
-  const PageAssignment pages = assign_pages(c, rng);
+  const PageAssignment pages = assign_pages(c.kv_lens, c.page_size, c.shared_pages, rng);
   const Tensor k_cache = filled(Shape{pages.num_pages, 16, 2, 64}, DType::Float16, Layout::Contiguous, false, rng, 1.5);
   const Tensor v_cache = filled(Shape{pages.num_pages, 16, 2, 64}, DType::Float16, Layout::Contiguous, false, rng, 1.0);
   IntTensor table(Shape{2, pages.max_pages}, pages.table), seqlens(Shape{2}, kv_lens);

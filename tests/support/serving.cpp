@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <numeric>
 #include <variant>
 
@@ -155,6 +156,63 @@ void expect_route(const AttentionPlan& plan, RouteChoice route) {
     EXPECT_TRUE(std::holds_alternative<route::Composed>(plan.kernel) ||
                 std::holds_alternative<route::ComposedBlocks>(plan.kernel));
   }
+}
+
+PageAssignment assign_pages(const std::vector<std::int64_t>& kv_lens, std::int64_t page_size,
+                            std::int64_t shared_pages, std::mt19937_64& rng) {
+  const auto batch = static_cast<std::int64_t>(kv_lens.size());
+  std::vector<std::int64_t> pages_of, shared;
+  std::int64_t fresh = 0;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    pages_of.push_back((kv_lens[static_cast<std::size_t>(b)] + page_size - 1) / page_size);
+    shared.push_back(b == 0 ? 0 : std::min({shared_pages, pages_of.back(), pages_of.front()}));
+    fresh += pages_of.back() - shared.back();
+  }
+  constexpr std::int64_t kUnreadPages = 3;
+  PageAssignment a;
+  a.num_pages = fresh + kUnreadPages;
+  a.max_pages = *std::max_element(pages_of.begin(), pages_of.end()) + 1;
+  std::vector<std::int64_t> pool(static_cast<std::size_t>(a.num_pages));
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), rng);
+  a.table.assign(static_cast<std::size_t>(batch * a.max_pages), -1);
+  std::size_t next = 0;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t p = 0; p < pages_of[static_cast<std::size_t>(b)]; ++p) {
+      a.table[static_cast<std::size_t>(b * a.max_pages + p)] =
+          p < shared[static_cast<std::size_t>(b)] ? a.table[static_cast<std::size_t>(p)] : pool[next++];
+    }
+  }
+  a.unread.assign(pool.begin() + static_cast<std::ptrdiff_t>(next), pool.end());
+  return a;
+}
+
+void poison_unread_pages(Tensor& cache, const PageAssignment& a) {
+  const std::int64_t per_page = cache.numel() / std::max<std::int64_t>(a.num_pages, 1);
+  for (std::int64_t page : a.unread) {
+    if (page == 0 || page == a.num_pages - 1) continue;
+    for (std::int64_t n = page * per_page; n < (page + 1) * per_page; ++n) {
+      cache.set(n, std::numeric_limits<double>::quiet_NaN());
+    }
+  }
+}
+
+::testing::AssertionResult gaps_equal(const TensorView& view, const std::vector<unsigned char>& before,
+                                      const std::vector<unsigned char>& after) {
+  std::vector<bool> element(before.size(), false);
+  const std::size_t size = size_of(view.dtype);
+  const auto start = static_cast<const unsigned char*>(view.data) - after.data();
+  for (std::int64_t offset : element_offsets(view.shape, view.strides)) {
+    for (std::size_t byte = 0; byte < size; ++byte) {
+      element[static_cast<std::size_t>(start + offset * static_cast<std::int64_t>(size)) + byte] = true;
+    }
+  }
+  for (std::size_t byte = 0; byte < before.size(); ++byte) {
+    if (!element[byte] && before[byte] != after[byte]) {
+      return ::testing::AssertionFailure() << "byte " << byte << " outside the output was written";
+    }
+  }
+  return ::testing::AssertionSuccess();
 }
 
 }  // namespace heed::test

@@ -91,4 +91,24 @@ void expect_matches(const CallOutputs& o, const reference::AttentionResult& ref,
 // A forced route is the route the plan takes.
 void expect_route(const AttentionPlan& plan, RouteChoice route);
 
+// Pages in random order: each sequence's own pages drawn from a shuffled pool, its first
+// shared_pages those of sequence 0 (prefix sharing), unused table entries -1, one column of
+// padding, and a few pages no sequence reads.
+struct PageAssignment {
+  std::vector<std::int64_t> table;  // [B, max_pages]
+  std::int64_t max_pages = 0;
+  std::int64_t num_pages = 0;
+  std::vector<std::int64_t> unread;  // pages of the cache no table entry names
+};
+PageAssignment assign_pages(const std::vector<std::int64_t>& kv_lens, std::int64_t page_size,
+                            std::int64_t shared_pages, std::mt19937_64& rng);
+
+// NaN in every element of the pages no sequence reads, so that a read of one shows in the
+// output. The first and last pages stay finite: an out-of-range entry is clamped there.
+void poison_unread_pages(Tensor& cache, const PageAssignment& a);
+
+// Bytes of `after` outside the elements of `view` (a view into `after`'s storage) equal `before`'s.
+::testing::AssertionResult gaps_equal(const TensorView& view, const std::vector<unsigned char>& before,
+                                      const std::vector<unsigned char>& after);
+
 }  // namespace heed::test
