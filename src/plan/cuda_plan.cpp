@@ -209,10 +209,9 @@ std::string tma_overridden(CudaVectorKernel asked) {
   return {};
 }
 
-// The vector kernel for the problem: the TMA kernel where it serves, else tensor cores for
-// float16 / bfloat16 (unless HEED_CUDA_VECTOR=fma, too few rows, or the cap is below its scores
-// in flight), else the CUDA-core kernel, each fit with the reasons of its choice; nullopt when
-// the head sizes exceed them all or the cap is below the scores in flight of every candidate.
+// The vector kernel: TMA where it serves, else tensor cores for 16-bit types (unless fma is
+// asked, rows are too few or the cap is below its scores in flight), else CUDA cores, with the
+// reasons; nullopt when no kernel holds the head sizes or fits the cap.
 std::optional<VectorFit> fit_vector(const Problem& p, const CudaDeviceInfo& device, const PlanOverrides& overrides,
                                     std::size_t& min_cap, std::string& why_not) {
   VectorFit fma = fit_vector_fma(p);
@@ -292,11 +291,9 @@ std::optional<ComposedFit> fit_composed(const Problem& p, std::size_t& min_cap) 
   const std::int64_t row_bytes = std::max<std::int64_t>(p.kv_len * kFloat, 1);
   // The caller's cap, else the default budget (at least one row: a long row still runs).
   const std::int64_t budget = p.max_score_bytes ? *p.max_score_bytes : std::max(kComposedScoreBudget, row_bytes);
-  // Batches fold into one GEMM batch where q, k and v are read with one stride per (batch, head)
-  // pair: in place when their batch strides are heads × head strides, or once packed. Where
-  // they do not fold in place (e.g. [B, L, H, D] memory) they are packed when folding at least
-  // halves the steps, each of which costs four launches (MiniLM's layer: B 32, L 128, 12
-  // heads: 1 step instead of 32); long rows, one pair per step, gain nothing from a copy.
+  // Batches fold into one GEMM batch where q, k and v have one stride per (batch, head): in
+  // place, or packed where that at least halves the steps of four launches each (MiniLM's
+  // layer: 1 step instead of 32); long rows, one pair per step, gain nothing from a copy.
   const std::int64_t q_len = std::max<std::int64_t>(p.q_len, 1);
   const std::int64_t rows = std::min(q_len, budget / row_bytes);
   if (rows < 1) return std::nullopt;
