@@ -50,15 +50,26 @@ void run_tiled_hopper(const TiledArgs& args, const plan::CudaRoute& route, cudaS
   static_cast<TiledArgs&>(a) = args;
   a.pingpong = s.pingpong;
   const int block_n = static_cast<int>(s.block_n);
-  a.k_map = kv_tensor_map(args.k, args.dtype, args, args.head_dim, args.kv_len, args.k_strides, block_n,
+  // A ragged batch's maps are its [total, H, E] tensors as one batch; a block reads its
+  // sequence's rows from cu_seqlens. Keys of a tile past its sequence are masked like any.
+  const bool ragged = args.form == call::Form::Ragged;
+  Call maps = args;
+  if (ragged) {
+    maps.batch = 1;
+    maps.q_len = args.seqs.total_q;
+    maps.kv_len = args.seqs.total_k;
+  }
+  a.k_map = kv_tensor_map(args.k, args.dtype, maps, args.head_dim, maps.kv_len, args.k_strides, block_n,
                           "the Hopper tiled kernel's k");
-  a.v_map = kv_tensor_map(args.v, args.dtype, args, args.value_dim, args.kv_len, args.v_strides, block_n,
+  a.v_map = kv_tensor_map(args.v, args.dtype, maps, args.value_dim, maps.kv_len, args.v_strides, block_n,
                           "the Hopper tiled kernel's v");
-  if (row_tensor_map_fits(args.q, args, args.q_strides)) {
-    a.q_map = row_tensor_map(args.q, args.dtype, args, args.head_dim, args.q_strides, "the Hopper tiled kernel's q");
+  if (row_tensor_map_fits(args.q, maps, args.q_strides)) {
+    a.q_map = row_tensor_map(args.q, args.dtype, maps, args.head_dim, args.q_strides, "the Hopper tiled kernel's q");
     a.q_rows_tma = true;
   }
-  if (row_tensor_map_fits(args.out, args, args.out_strides)) {
+  // A TMA store clips at the tensor's end only: a ragged sequence's last box would write the
+  // next sequence's rows, so its rows go by the consumers' guarded stores.
+  if (!ragged && row_tensor_map_fits(args.out, args, args.out_strides)) {
     a.out_map = row_tensor_map(args.out, args.dtype, args, args.value_dim, args.out_strides,
                                "the Hopper tiled kernel's out");
     a.out_rows_tma = true;

@@ -135,12 +135,18 @@ struct Barriers {
   __device__ __forceinline__ unsigned full_q(int consumer) const { return base + 8u * (4 * kStages + consumer); }
 };
 
+// Where a block's sequence starts in the tensor maps: batch b of dense maps, or a ragged
+// sequence's rows of the one batch of [total, H, E] maps (hopper.cu builds them so).
+struct MapPlace {
+  int batch = 0, q_position = 0, k_position = 0;
+};
+
 // The producer's one thread: each consumer's Q by TMA where the plan says so, then K and V of the
 // block's tiles into the ring, a stage refilled once the consumers have released it.
 template <typename Tr>
 __device__ __forceinline__ void produce(const HopperArgs& a, const Barriers<Tr::kStages>& barriers, unsigned q_tile,
-                                        unsigned ring, int row0, int group, int tile_first, int n_tiles, int head,
-                                        int batch) {
+                                        unsigned ring, const MapPlace& at, int row0, int group, int tile_first,
+                                        int n_tiles, int head) {
   constexpr int kStages = Tr::kStages;
   if (a.q_rows_tma) {
     // Each consumer's Q (its 64 rows; its half of D under the depth split) ahead of K and V.
@@ -151,26 +157,26 @@ __device__ __forceinline__ void produce(const HopperArgs& a, const Barriers<Tr::
 #pragma unroll
       for (int p = panel0; p < panel0 + Tr::kDPer / 64; ++p) {
         ptx::tma_load_rows(q_tile + p * Tr::kQPanel + rows0 * 128, &a.q_map, barriers.full_q(consumer), 64 * p,
-                           (row0 + rows0) / group, head, batch);
+                           at.q_position + (row0 + rows0) / group, head, at.batch);
       }
     }
   }
   for (int step = 0; step < n_tiles; ++step) {
     const int stage = step % kStages;
     const unsigned reuse = ((step / kStages) + 1) & 1;  // the phase of the stage's last release
-    const int n0 = (tile_first + step) * Tr::kBlockN;
+    const int n0 = at.k_position + (tile_first + step) * Tr::kBlockN;
     const unsigned k_tile = ring + stage * Tr::kStageBytes, v_tile = k_tile + Tr::kKBytes;
     if (step >= kStages) ptx::mbarrier_wait(barriers.empty_k(stage), reuse);
     ptx::mbarrier_expect_bytes(barriers.full_k(stage), Tr::kKBytes);
 #pragma unroll
     for (int p = 0; p < Tr::D / 64; ++p) {
-      ptx::tma_load_box(k_tile + p * Tr::kRingPanel, &a.k_map, barriers.full_k(stage), 64 * p, n0, head, batch);
+      ptx::tma_load_box(k_tile + p * Tr::kRingPanel, &a.k_map, barriers.full_k(stage), 64 * p, n0, head, at.batch);
     }
     if (step >= kStages) ptx::mbarrier_wait(barriers.empty_v(stage), reuse);
     ptx::mbarrier_expect_bytes(barriers.full_v(stage), Tr::kVBytes);
 #pragma unroll
     for (int p = 0; p < Tr::Dv / 64; ++p) {
-      ptx::tma_load_box(v_tile + p * Tr::kRingPanel, &a.v_map, barriers.full_v(stage), 64 * p, n0, head, batch);
+      ptx::tma_load_box(v_tile + p * Tr::kRingPanel, &a.v_map, barriers.full_v(stage), 64 * p, n0, head, at.batch);
     }
   }
 }
@@ -178,10 +184,11 @@ __device__ __forceinline__ void produce(const HopperArgs& a, const Barriers<Tr::
 // A consumer's Q by 16-byte copies into the swizzled layout (zeros past the last row), visible to
 // wgmma and to the warpgroup when this returns.
 template <typename T, typename Tr>
-__device__ __forceinline__ void copy_q(const HopperArgs& a, unsigned q_tile, std::int64_t b, std::int64_t kv_head,
-                                       int row0, int rows, int group, int head_dim, int consumer, int thread) {
+__device__ __forceinline__ void copy_q(const HopperArgs& a, unsigned q_tile, const call::Sequence& seq,
+                                       std::int64_t kv_head, int row0, int rows, int group, int head_dim, int consumer,
+                                       int thread) {
   const int wg_row0 = Tr::first_row(consumer), d0 = Tr::first_column(consumer);
-  const T* q_batch = static_cast<const T*>(a.q) + b * a.q_strides.s[0];
+  const T* q_batch = static_cast<const T*>(a.q) + call::row_offset(a.q_strides, seq, 0, 0);
   constexpr int kChunks = Tr::kDPer / 8;
 #pragma unroll
   for (int i = 0; i < 64 * kChunks / 128; ++i) {
@@ -214,10 +221,12 @@ __device__ __forceinline__ void to_weights(const float (&s)[kBlockN / 8][4], std
   }
 }
 
-// The block's rows and the key tiles they see: 64 × consumers packed rows of one (batch, key
-// head), longest first, and the call's sizes as ints.
+// The block's rows and the key tiles they see: 64 × consumers packed rows of one (sequence, key
+// head), counted from the sequence's last row block (longest first), and its sizes as ints.
+// row0 < 0: the block lies past its sequence's rows (a ragged batch's grid fits the longest).
 struct Block {
   call::Sequence seq;
+  MapPlace at;
   std::int64_t b, kv_head;
   int row0, rows, group, kv_len, offset, window;
   // The call's D and Dv, at most the compiled ones: TMA reads zeros past them (the maps hold the
@@ -234,13 +243,18 @@ __device__ __forceinline__ Block block_of(const HopperArgs& a) {
   Block block;
   block.b = place.z;
   block.seq = call::sequence(g, block.b);
+  const bool ragged = g.form == call::Form::Ragged;
+  block.at.batch = ragged ? 0 : static_cast<int>(block.b);
+  block.at.q_position = static_cast<int>(block.seq.q_row);
+  block.at.k_position = static_cast<int>(block.seq.k_row);
   block.kv_head = place.kv_head;
-  block.row0 = static_cast<int>((a.row_blocks - 1 - place.row_block) * Tr::kBlockM);  // longest first
-  block.rows = static_cast<int>(a.rows);
   block.group = static_cast<int>(g.group);
-  block.kv_len = static_cast<int>(g.kv_len);
-  block.offset = block.kv_len - static_cast<int>(g.q_len);
-  block.window = g.window > 0 ? static_cast<int>(min(g.window, g.kv_len + g.q_len)) : 0;
+  block.rows = block.group * static_cast<int>(block.seq.q_len);
+  const int seq_row_blocks = (block.rows + Tr::kBlockM - 1) / Tr::kBlockM;
+  block.row0 = (seq_row_blocks - 1 - static_cast<int>(place.row_block)) * Tr::kBlockM;
+  block.kv_len = static_cast<int>(block.seq.kv_len);
+  block.offset = block.kv_len - static_cast<int>(block.seq.q_len);
+  block.window = g.window > 0 ? static_cast<int>(min(g.window, block.seq.kv_len + block.seq.q_len)) : 0;
   block.head_dim = static_cast<int>(g.head_dim);
   block.value_dim = static_cast<int>(g.value_dim);
   const int row_last = min(block.row0 + Tr::kBlockM, block.rows) - 1;
@@ -314,7 +328,7 @@ struct Consumer {
     if (a.q_rows_tma) {
       ptx::mbarrier_wait(barriers.full_q(consumer), 0);
     } else {
-      copy_q<T, Tr>(a, q_tile, block.b, block.kv_head, block.row0, block.rows, block.group, block.head_dim, consumer, thread);
+      copy_q<T, Tr>(a, q_tile, block.seq, block.kv_head, block.row0, block.rows, block.group, block.head_dim, consumer, thread);
     }
     if constexpr (Tr::kSplit) {
       // ldmatrix x4: lanes 0-15 address rows 0-15 of the warp's 16 at the step's first 8 columns,
@@ -544,7 +558,8 @@ struct Consumer {
 #pragma unroll
         for (int p = dv0 / 64; p < (dv0 + Tr::kDvPer) / 64; ++p) {
           ptx::tma_store_rows(&a.out_map, q_tile + p * Tr::kQPanel + wg_row0 * 128, 64 * p,
-                              (block.row0 + wg_row0) / block.group, static_cast<int>(block.kv_head), static_cast<int>(block.b));
+                              block.at.q_position + (block.row0 + wg_row0) / block.group,
+                              static_cast<int>(block.kv_head), block.at.batch);
         }
         ptx::tma_store_commit();
         ptx::tma_store_wait();
@@ -552,7 +567,7 @@ struct Consumer {
       return;
     }
     __syncwarp();
-    T* const out_batch = static_cast<T*>(a.out) + block.b * a.out_strides.s[0];
+    T* const out_batch = static_cast<T*>(a.out) + call::row_offset(a.out_strides, block.seq, 0, 0);
     constexpr int kChunksV = Tr::kDvPer / 8;
 #pragma unroll
     for (int i = 0; i < Tr::kDvPer / 16; ++i) {
@@ -588,6 +603,7 @@ __global__ void __launch_bounds__(Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kT
   const unsigned q_tile = base, ring = base + Tr::kRingOffset;
   const Barriers<Tr::kStages> barriers{base + Tr::kBarrierOffset};
   const Block block = block_of<Tr>(a);
+  if (block.row0 < 0) return;  // the whole block, before any barrier
   if (threadIdx.x == 0) init_barriers<Tr>(barriers);
   __syncthreads();
 
@@ -597,8 +613,8 @@ __global__ void __launch_bounds__(Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kT
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<Tr::kProducerRegisters>();
     if (threadIdx.x == 0) {
-      produce<Tr>(a, barriers, q_tile, ring, block.row0, block.group, block.tile_first, block.n_tiles,
-                  static_cast<int>(block.kv_head), static_cast<int>(block.b));
+      produce<Tr>(a, barriers, q_tile, ring, block.at, block.row0, block.group, block.tile_first, block.n_tiles,
+                  static_cast<int>(block.kv_head));
     }
   } else {
     ptx::setmaxnreg_inc<Tr::kConsumerRegisters>();

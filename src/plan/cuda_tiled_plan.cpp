@@ -132,10 +132,7 @@ std::string hopper_why_not(const Problem& p, const CudaDeviceInfo& device, int i
            "L, D] tensor; a tile of a paged sequence spans pages of the block table, which the mma.sync kernel "
            "addresses row by row)";
   }
-  if (p.form == call::Form::Ragged || p.has_lse) {
-    return format("{} stays on the mma.sync kernel (the wgmma kernel serves dense calls without lse so far)",
-                  p.form == call::Form::Ragged ? "a ragged batch" : "lse");
-  }
+  if (p.has_lse) return "lse stays on the mma.sync kernel (the wgmma kernel writes no lse so far)";
   if (p.mask_kind != MaskKind::None) {
     return "array masks stay on the mma.sync kernel (the wgmma kernel's consumers would spill reading them per "
            "score)";
