@@ -7,7 +7,8 @@
 //   - paged decode (attention_paged, q [B, Hq, D]) against dense decode (k, v [B, Hkv, L, D]),
 //     the cache [num_pages, page_size, Hkv, D] with its pages shuffled; bytes of K and V read;
 //   - chunked prefill on a paged cache (the last 2048 queries of each sequence, causal) against
-//     the dense causal call with Lq 2048, Lk 16384.
+//     the dense causal call with Lq 2048, Lk 16384;
+//   - the host time of one C++ call (case "host"): attention, attention_paged and Runner::run.
 // Metadata lives on the device with max_seqlen_q / max_seqlen_k given, as an engine's does. Each
 // form's output is checked against the dense one's first (the run fails past kTolerance). Each
 // form is timed three ways: its calls captured into a CUDA graph with a caller's workspace and
@@ -22,6 +23,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -497,6 +499,55 @@ void paged_decode(Report& r, std::int64_t batch, std::int64_t keys) {
   }
 }
 
+// The host time of one C++ call, as a decode loop spends it: `calls` calls issued with the GPU
+// idle at the start (far below the launch queue's depth), the issuing time per call; the fastest
+// and the median of `reps` rounds. The plan is cached from the warm-up calls.
+template <typename F>
+std::pair<double, double> issue_us(F&& call, int calls, int reps) {
+  for (int i = 0; i < 20; ++i) call();
+  std::vector<double> rounds;
+  for (int rep = 0; rep < reps; ++rep) {
+    ok(cudaDeviceSynchronize(), "sync");
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < calls; ++i) call();
+    const std::chrono::duration<double, std::micro> issued = std::chrono::steady_clock::now() - start;
+    rounds.push_back(issued.count() / calls);
+  }
+  ok(cudaDeviceSynchronize(), "sync");
+  std::sort(rounds.begin(), rounds.end());
+  return {rounds.front(), rounds[rounds.size() / 2]};
+}
+
+// heed::attention, heed::attention_paged and Runner::run on decode B1 x 4096 keys (the shape of
+// bench/host_time.py), their host time per call.
+void host_time(Report& r) {
+  if (!r.wants("host")) return;
+  constexpr std::int64_t keys = 4096, page_size = 16;
+  const Buffers b(kQHeads * kHeadDim, kKvHeads * keys * kHeadDim);
+  const AttentionOptions options;
+  const TensorView q = bf16(b.q, Shape{1, kQHeads, 1, kHeadDim}), k = bf16(b.k, Shape{1, kKvHeads, keys, kHeadDim});
+  const TensorView v = bf16(b.v, Shape{1, kKvHeads, keys, kHeadDim});
+  TensorView out = bf16(b.out, Shape{1, kQHeads, 1, kHeadDim});
+  const PagedCache cache(b.k, b.v, 1, keys, page_size);
+  const TensorView q_rows = bf16(b.q, Shape{1, kQHeads, kHeadDim});
+  TensorView out_rows = bf16(b.out, Shape{1, kQHeads, kHeadDim});
+  heed::Runner runner = heed::Runner::paged(q_rows, cache.k_view, cache.v_view, cache.pages, out_rows, kScale, options);
+  const std::pair<const char*, std::function<void()>> calls[] = {
+      {"heed::attention", [&] { heed::attention(q, k, v, out, kScale, options); }},
+      {"heed::attention_paged page 16",
+       [&] { heed::attention_paged(q_rows, cache.k_view, cache.v_view, cache.pages, out_rows, kScale, options); }},
+      {"heed::Runner::paged(...).run()", [&] { runner.run(); }}};
+  std::printf("host time per call (C++, decode B1 x 4k keys, Hq 32 / Hkv 8, D 128, bf16; 200 calls issued)\n");
+  for (const auto& [name, call] : calls) {
+    const auto [fastest, median] = issue_us(call, 200, std::max(r.reps / 6, 5));
+    std::printf("  %-34s host %7.2f us (median %7.2f)\n", name, fastest, median);
+    const std::string json =
+        JsonLine().add("host_call", name).add("host_us", fastest, "%.3f").add("host_us_median", median, "%.3f").str();
+    std::printf("%s\n", json.c_str());
+    if (r.json != nullptr) std::fprintf(r.json, "%s\n", json.c_str());
+  }
+}
+
 // Chunked prefill: each sequence's last `queries` of `keys` keys (causal) read from a paged
 // cache, against the dense causal call with Lq = queries, Lk = keys.
 void paged_chunked_prefill(Report& r, std::int64_t batch, std::int64_t queries, std::int64_t keys,
@@ -568,6 +619,7 @@ void run_cases(Report& r) {
   for (const std::int64_t batch : {1, 4}) {
     guarded(r, "paged chunked prefill", [&] { paged_chunked_prefill(r, batch, 2048, 16384, 16); });
   }
+  guarded(r, "host time", [&] { host_time(r); });
 }
 
 }  // namespace

@@ -96,12 +96,25 @@ def _flag(value: Any, op: str, name: str) -> bool:
     raise TypeError(f"[{op}] {name} must be a bool, got {type(value).__module__}.{type(value).__qualname__}")
 
 
+def _torch_tensor_type() -> Any:
+    """torch.Tensor where torch is imported (heed never imports it), else None."""
+    torch = sys.modules.get("torch")
+    return getattr(torch, "Tensor", None)
+
+
+def _torch_stream(tensor: Any) -> int:
+    """The current stream of a CUDA tensor's device, as a cudaStream_t (0: the legacy default)."""
+    torch = sys.modules["torch"]
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:  # one C call, where torch.cuda.current_stream makes a Stream object
+        return int(raw(tensor.get_device()))
+    return int(torch.cuda.current_stream(tensor.device).cuda_stream)
+
+
 def _current_stream(array: Any, framework: str) -> int:
     """The caller's current CUDA stream for this array (0: the default stream)."""
     if framework == "torch":
-        import torch
-
-        return int(torch.cuda.current_stream(array.device).cuda_stream)
+        return _torch_stream(array)
     if framework == "cupy":
         import cupy  # type: ignore[import-not-found]
 
@@ -111,20 +124,33 @@ def _current_stream(array: Any, framework: str) -> int:
 
 
 class _Call:
-    """One call's arrays, made ready for the C++ module without copying any of them."""
+    """One call's arrays, made ready for the C++ module without copying any of them.
+
+    An exact torch.Tensor passes as it is: the module reads its pointer, shape, strides and device
+    directly (torch_views.cpp), on the current stream of q's device, which is where PyTorch
+    orders the tensor's work; DLPack's stream handshake would only confirm that stream."""
 
     def __init__(self, op: str, stream_source: Any = None):
         self.op = op
         self.bf16 = 0
         self.stream = 0
         self.cuda = False
-        if stream_source is not None and _has_dlpack(stream_source) and _is_cuda(stream_source):
+        self.torch_tensor = _torch_tensor_type()
+        if stream_source is None:
+            return
+        if self.torch_tensor is not None and type(stream_source) is self.torch_tensor:
+            if stream_source.is_cuda:
+                self.cuda = True
+                self.stream = _torch_stream(stream_source)
+        elif _has_dlpack(stream_source) and _is_cuda(stream_source):
             self.cuda = True
             self.stream = _current_stream(stream_source, _framework(stream_source))
 
     def prepare(self, array: Any, name: str) -> Any:
         if array is None and name in ("mask", "sinks", "cu_seqlens_q", "lse"):
             return None
+        if self.torch_tensor is not None and type(array) is self.torch_tensor:
+            return array
         if not _has_dlpack(array):
             raise TypeError(
                 f"[{self.op}] {name} must be an array that supports DLPack (numpy, PyTorch, CuPy, JAX), "
@@ -134,7 +160,7 @@ class _Call:
             # numpy's DLPack export has no bfloat16: pass the same memory as uint16.
             self.bf16 |= _BF16_BITS[name]
             return array.view(np.uint16)
-        if framework == "torch":
+        if framework == "torch":  # a subclass (nn.Parameter, ...): through DLPack
             if array.requires_grad:
                 array = array.detach()
             if self.cuda and _is_cuda(array):
@@ -176,7 +202,7 @@ def _empty(like: Any, shape: Shape, op: str = "heed.attention", float32: bool = 
     if framework == "torch":
         import torch
 
-        out = torch.empty(shape, dtype=torch.float32 if float32 else like.dtype, device=like.device)
+        out = like.new_empty(shape, dtype=torch.float32 if float32 else like.dtype)
         return out, out
     if framework == "cupy":
         import cupy  # type: ignore[import-not-found]

@@ -40,11 +40,42 @@ from . import merge_states as _heed_merge_states
 __all__ = ["attention", "attention_varlen", "attention_paged", "merge_states"]
 
 
+def _probe(module: Any, name: str) -> Any:
+    return getattr(module, name, None)
+
+
+# What makes the dispatcher do more than call heed; where this torch lacks a probe, every call
+# dispatches.
+_PROBES = (_probe(torch.compiler, "is_compiling"), _probe(torch.jit, "is_tracing"),
+           _probe(torch._C, "_len_torch_dispatch_stack"), _probe(torch._C, "_is_torch_function_mode_enabled"),
+           _probe(torch._C, "_are_functorch_transforms_active"), _probe(torch.autograd, "_profiler_enabled"))
+_DIRECT = all(probe is not None for probe in _PROBES)
+
+
+def _direct(options: Any, allowed: Any, *tensors: Optional[torch.Tensor]) -> bool:
+    """True where torch.ops.heed.* would only call heed: the op's own keywords, exact
+    torch.Tensors, no compile, trace, mode, functorch transform or profiler, and no input that
+    autograd would record. Then the call skips the dispatcher, which costs more host time than
+    heed's whole call; its result and errors are the op's."""
+    if not _DIRECT or not allowed.issuperset(options):
+        return False
+    if any(probe() for probe in _PROBES):
+        return False
+    grad = torch.is_grad_enabled()
+    for t in tensors:
+        if t is not None and (type(t) is not torch.Tensor or (grad and t.requires_grad)):
+            return False
+    return True
+
+
 def _lse_like(q: torch.Tensor) -> torch.Tensor:
     return q.new_empty(q.shape[:-1], dtype=torch.float32)
 
 
 # --- dense ---
+
+_DENSE_KEYWORDS = frozenset(("scale", "causal", "window", "softcap", "max_score_bytes"))
+_SERVING_KEYWORDS = frozenset(("scale", "causal", "window", "softcap", "max_seqlen_q", "max_seqlen_k"))
 
 
 @torch.library.custom_op("heed::attention", mutates_args=())
@@ -106,8 +137,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[
               sinks: Optional[torch.Tensor] = None, *, return_lse: bool = False, **options: Any) -> Any:
     """heed.attention on torch tensors (CPU or CUDA, on the current stream) through
     torch.ops.heed.attention; return_lse=True returns (out, lse [B, Hq, Lq] float32)."""
-    op = _attention_lse if _flag(return_lse, "heed.torch.attention", "return_lse") else _attention
-    return op(q, k, v, mask, sinks, **options)
+    lse = _flag(return_lse, "heed.torch.attention", "return_lse")
+    if _direct(options, _DENSE_KEYWORDS, q, k, v, mask, sinks):
+        return _heed_attention(q, k, v, mask=mask, sinks=sinks, return_lse=lse, **options)
+    return (_attention_lse if lse else _attention)(q, k, v, mask, sinks, **options)
 
 
 # --- ragged batches ---
@@ -177,8 +210,10 @@ def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
                      **options: Any) -> Any:
     """heed.attention_varlen on torch tensors through torch.ops.heed.attention_varlen;
     return_lse=True returns (out, lse [total_q, Hq] float32)."""
-    op = _attention_varlen_lse if _flag(return_lse, "heed.torch.attention_varlen", "return_lse") else _attention_varlen
-    return op(q, k, v, cu_seqlens_q, cu_seqlens_k, sinks, **options)
+    lse = _flag(return_lse, "heed.torch.attention_varlen", "return_lse")
+    if _direct(options, _SERVING_KEYWORDS, q, k, v, cu_seqlens_q, cu_seqlens_k, sinks):
+        return _heed_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, sinks=sinks, return_lse=lse, **options)
+    return (_attention_varlen_lse if lse else _attention_varlen)(q, k, v, cu_seqlens_q, cu_seqlens_k, sinks, **options)
 
 
 # --- paged KV caches ---
@@ -249,7 +284,11 @@ def attention_paged(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
                     sinks: Optional[torch.Tensor] = None, *, return_lse: bool = False, **options: Any) -> Any:
     """heed.attention_paged on torch tensors through torch.ops.heed.attention_paged;
     return_lse=True returns (out, lse) with out's shape less its last dimension."""
-    op = _attention_paged_lse if _flag(return_lse, "heed.torch.attention_paged", "return_lse") else _attention_paged
+    lse = _flag(return_lse, "heed.torch.attention_paged", "return_lse")
+    if _direct(options, _SERVING_KEYWORDS, q, k_cache, v_cache, block_table, seqlens_k, cu_seqlens_q, sinks):
+        return _heed_attention_paged(q, k_cache, v_cache, block_table, seqlens_k, cu_seqlens_q=cu_seqlens_q,
+                                     sinks=sinks, return_lse=lse, **options)
+    op = _attention_paged_lse if lse else _attention_paged
     return op(q, k_cache, v_cache, block_table, seqlens_k, cu_seqlens_q, sinks, **options)
 
 

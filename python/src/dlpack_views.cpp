@@ -1,9 +1,12 @@
 #include "dlpack_views.hpp"
 
 #include <cstdint>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "heed/error.hpp"
+#include "torch_views.hpp"
 
 namespace nb = nanobind;
 
@@ -128,6 +131,11 @@ std::string message_of(const nb::python_error& error) { return nb::str(error.val
 
 ImportedArray import_array(nb::handle object, const ArraySpec& spec) {
   ImportedArray imported;
+  if (std::optional<TensorView> view = torch_view(object, spec)) {
+    imported.owner = nb::borrow(object);
+    imported.view = std::move(*view);
+    return imported;
+  }
   if (spec.writable) {
     nb::ndarray<> writable;
     if (!nb::try_cast(object, writable, false)) {

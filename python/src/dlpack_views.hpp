@@ -12,10 +12,11 @@
 
 namespace heed::python {
 
-// One imported array: the nanobind handle keeps the producer's memory alive while the view
-// is used.
+// One imported array: the nanobind handle (or, for a torch.Tensor read directly, the tensor)
+// keeps the producer's memory alive while the view is used.
 struct ImportedArray {
   nanobind::ndarray<nanobind::ro> array;
+  nanobind::object owner;
   TensorView view;
 };
 

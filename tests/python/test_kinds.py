@@ -139,6 +139,73 @@ def test_torch_out_mask_sinks_and_grad():
     assert (out[1] == 0).all()
 
 
+def test_torch_tensors_are_read_directly():
+    """Exact torch.Tensors skip DLPack (their pointers, strides and offsets read directly); a
+    subclass and a float64 tensor take DLPack's path with its results and errors; a negative view,
+    whose memory DLPack would hand out un-negated, is refused."""
+    torch = torch_or_skip()
+    rng = np.random.default_rng(8)
+    base = torch.tensor(random(rng, (3, 4, 9, 32), np.float32))
+    q = base[1:, :, 2:]  # a storage offset and strides of a larger tensor
+    k = torch.tensor(random(rng, (2, 12, 2, 32), np.float32)).transpose(1, 2)  # [B, L, H, D] storage
+    v = torch.tensor(random(rng, (2, 2, 12, 32), np.float32))
+    out = torch.full((2, 7, 4, 32), float("nan")).transpose(1, 2)
+    heed.attention(q, k, v, causal=True, out=out)
+    seen = heed._heed.last_call()
+    assert (seen["q"], seen["k"], seen["v"], seen["out"]) == tuple(t.data_ptr() for t in (q, k, v, out))
+    expected = reference.attention(q.numpy(), k.numpy(), v.numpy(), 32 ** -0.5, causal=True)
+    reference.assert_close(out.numpy(), expected, "float32")
+
+    class Sub(torch.Tensor):
+        pass
+
+    through_dlpack = heed.attention(q.as_subclass(Sub), k.as_subclass(Sub), v, causal=True)
+    assert torch.equal(torch.Tensor(through_dlpack), out)
+    with pytest.raises(ValueError, match=r"^\[heed.attention\] k is a negative view"):
+        heed.attention(q, torch._neg_view(k), v)  # its memory holds k, not -k
+    with pytest.raises(ValueError, match=r"^\[heed.attention\] q has dtype float64; heed takes float32"):
+        heed.attention(q.double(), k, v)
+    with pytest.raises(ValueError, match=r"cu_seqlens_q has dtype int64; heed takes int32"):
+        rows = torch.zeros(5, 4, 32)
+        heed.attention_varlen(rows, rows[:, :2], rows[:, :2], torch.tensor([0, 5]), torch.tensor([0, 5], dtype=torch.int32))
+
+
+def test_torch_wrappers_skip_the_dispatcher_only_where_it_adds_nothing(monkeypatch):
+    """heed.torch.attention calls heed directly in plain eager mode, and the custom op wherever
+    the dispatcher has work: a torch function mode, autograd recording, keywords the op lacks."""
+    torch = torch_or_skip()
+    import heed.torch as heed_torch
+    from torch.overrides import TorchFunctionMode
+
+    dispatched = []
+    op = heed_torch._attention
+
+    def spy(*args, **kwargs):
+        dispatched.append(True)
+        return op(*args, **kwargs)
+
+    monkeypatch.setattr(heed_torch, "_attention", spy)
+    rng = np.random.default_rng(9)
+    q, k, v = (torch.tensor(random(rng, (1, 4, 3, 32), np.float32)) for _ in range(3))
+    expected = heed.attention(q, k, v, causal=True)
+    assert torch.equal(heed_torch.attention(q, k, v, causal=True), expected) and not dispatched
+
+    class Passing(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with Passing():
+        assert torch.equal(heed_torch.attention(q, k, v, causal=True), expected)
+    assert len(dispatched) == 1
+    q_grad = q.clone().requires_grad_()
+    assert torch.equal(heed_torch.attention(q_grad, k, v, causal=True).detach(), expected) and len(dispatched) == 2
+    with torch.no_grad():
+        assert torch.equal(heed_torch.attention(q_grad, k, v, causal=True), expected) and len(dispatched) == 2
+    with pytest.raises(RuntimeError, match="Unknown keyword argument 'route'"):
+        heed_torch.attention(q, k, v, route="tiled")  # the op has no route; neither has its wrapper
+    assert len(dispatched) == 3
+
+
 def test_torch_custom_op_under_compile():
     torch = torch_or_skip()
     import heed.torch as heed_torch
