@@ -59,10 +59,10 @@ void run_tiled_hopper(const TiledArgs& args, const plan::CudaRoute& route, cudaS
     maps.q_len = args.seqs.total_q;
     maps.kv_len = args.seqs.total_k;
   }
-  a.k_map = kv_tensor_map(args.k, args.dtype, maps, args.head_dim, maps.kv_len, args.k_strides, block_n,
+  a.k_map = kv_tensor_map(args.k, args.dtype, maps, args.head_dim, maps.kv_len, maps.batch, args.k_strides, block_n,
                           "the Hopper tiled kernel's k");
-  a.v_map = kv_tensor_map(args.v, args.dtype, maps, args.value_dim, maps.kv_len, args.v_strides, block_n,
-                          "the Hopper tiled kernel's v");
+  a.v_map = kv_tensor_map(args.v, args.dtype, maps, args.value_dim, maps.kv_len, maps.batch, args.v_strides,
+                          block_n, "the Hopper tiled kernel's v");
   if (row_tensor_map_fits(args.q, maps, args.q_strides)) {
     a.q_map = row_tensor_map(args.q, args.dtype, maps, args.head_dim, args.q_strides, "the Hopper tiled kernel's q");
     a.q_rows_tma = true;

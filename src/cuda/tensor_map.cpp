@@ -77,11 +77,11 @@ CUtensorMap encode(const void* data, DType type, const cuuint64_t (&dims)[kRank]
 }
 
 CUtensorMap kv_map(const void* data, DType type, const Call& g, std::int64_t columns, std::int64_t keys,
-                   const Strides4& strides, cuuint32_t box_columns, int box_keys, CUtensorMapSwizzle swizzle,
-                   const char* what) {
+                   std::int64_t batches, const Strides4& strides, cuuint32_t box_columns, int box_keys,
+                   CUtensorMapSwizzle swizzle, const char* what) {
   const cuuint64_t dims[4] = {static_cast<cuuint64_t>(columns),
                               static_cast<cuuint64_t>(std::max<std::int64_t>(keys, 1)),
-                              static_cast<cuuint64_t>(g.kv_heads), static_cast<cuuint64_t>(g.batch)};
+                              static_cast<cuuint64_t>(g.kv_heads), static_cast<cuuint64_t>(batches)};
   const std::int64_t steps[3] = {strides.s[2], strides.s[1], strides.s[0]};
   cuuint64_t byte_strides[3];
   byte_strides_of(dims, steps, byte_strides);
@@ -91,17 +91,17 @@ CUtensorMap kv_map(const void* data, DType type, const Call& g, std::int64_t col
 
 }  // namespace
 
-CUtensorMap kv_tensor_map(const void* data, DType type, const Call& g, std::int64_t columns,
-                          std::int64_t keys, const Strides4& strides, int box_keys, const char* what) {
-  return kv_map(data, type, g, columns, keys, strides, 64, box_keys, CU_TENSOR_MAP_SWIZZLE_128B, what);
+CUtensorMap kv_tensor_map(const void* data, DType type, const Call& g, std::int64_t columns, std::int64_t keys,
+                          std::int64_t batches, const Strides4& strides, int box_keys, const char* what) {
+  return kv_map(data, type, g, columns, keys, batches, strides, 64, box_keys, CU_TENSOR_MAP_SWIZZLE_128B, what);
 }
 
-CUtensorMap kv_rows_tensor_map(const void* data, DType type, const Call& g, std::int64_t columns,
-                               std::int64_t keys, const Strides4& strides, int box_keys, const char* what) {
+CUtensorMap kv_rows_tensor_map(const void* data, DType type, const Call& g, std::int64_t columns, std::int64_t keys,
+                               std::int64_t batches, const Strides4& strides, int box_keys, const char* what) {
   if (columns < 8 || columns > 256 || columns % 8 != 0) {
     throw Error(ErrorKind::Internal, format("[heed::attention] {}: whole-row boxes of {} columns", what, columns));
   }
-  return kv_map(data, type, g, columns, keys, strides, static_cast<cuuint32_t>(columns), box_keys,
+  return kv_map(data, type, g, columns, keys, batches, strides, static_cast<cuuint32_t>(columns), box_keys,
                 CU_TENSOR_MAP_SWIZZLE_NONE, what);
 }
 

@@ -11,19 +11,21 @@
 
 namespace heed::cuda {
 
-// The map of the first `keys` keys of one [B, Hkv, Lk, E] operand (E = `columns`, float16 or
-// bfloat16): dims (E, keys, Hkv, B), boxes of 64 columns × `box_keys` keys, 128-byte swizzle,
-// reads past either end as zeros. Sizes of 1 take a packed stride (any value does; the planner
-// checked the others: positive, multiples of 16 bytes, under 2^40). keys = 0 is described as 1
-// key: a kernel then loads no tile. `what` names the operand and its kernel in errors.
-CUtensorMap kv_tensor_map(const void* data, DType type, const Call& g, std::int64_t columns,
-                          std::int64_t keys, const Strides4& strides, int box_keys, const char* what);
+// The map of the first `keys` keys of `batches` batches of one [batches, Hkv, keys, E] operand
+// (E = `columns`, float16 or bfloat16; `strides` its [b, h, key, e] strides): dims (E, keys,
+// Hkv, batches), boxes of 64 columns × `box_keys` keys, 128-byte swizzle, reads past either end
+// as zeros. Dense operands pass B; a ragged [total, H, E] tensor is 1 batch of total rows, a
+// paged cache num_pages batches of page_size rows. Sizes of 1 take a packed stride (any value
+// does; the planner checked the others: positive, multiples of 16 bytes, under 2^40). keys = 0
+// is described as 1 key: a kernel then loads no tile. `what` names the operand and its kernel.
+CUtensorMap kv_tensor_map(const void* data, DType type, const Call& g, std::int64_t columns, std::int64_t keys,
+                          std::int64_t batches, const Strides4& strides, int box_keys, const char* what);
 // The same operand as whole rows: boxes of all `columns` (at most 256) × `box_keys` keys, no
 // swizzle, so a box lands in shared memory as dense rows of E elements. Rows that are no
 // multiple of 64 columns decode at 0.63-0.88 of their compiled size's rate in 64-column boxes
 // and 1.09-1.63 in whole rows (`heed_cuda_bench --head-sizes --mode decode`, docs/decisions.md).
-CUtensorMap kv_rows_tensor_map(const void* data, DType type, const Call& g, std::int64_t columns,
-                               std::int64_t keys, const Strides4& strides, int box_keys, const char* what);
+CUtensorMap kv_rows_tensor_map(const void* data, DType type, const Call& g, std::int64_t columns, std::int64_t keys,
+                               std::int64_t batches, const Strides4& strides, int box_keys, const char* what);
 
 // Whether a [B, Hq, Lq, E] operand (Q or the output) can be described by row_tensor_map: the
 // group divides 64, rows are contiguous and 16-byte aligned, and the strides of dims longer

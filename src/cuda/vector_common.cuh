@@ -8,6 +8,7 @@
 #include "cuda/common.cuh"
 #include "cuda/params.hpp"
 #include "cuda/ptx.cuh"
+#include "cuda/vector_keys.hpp"
 
 namespace heed::cuda {
 
@@ -54,17 +55,12 @@ __device__ __forceinline__ std::int64_t sequence_partitions(const VectorArgs& a,
   return parts < 1 ? 1 : (parts > a.partitions ? a.partitions : parts);
 }
 
-// Page and row within it of key j of a paged sequence whose block-table row is `pages`:
-// call::key_offset's lookup in 32-bit arithmetic (keys < 2^31: int32 seqlens), which the hot
-// loops take without a 64-bit division.
+// Page and row within it of key j of a paged sequence whose block-table row is `pages`, clamped
+// to the cache (cuda/vector_keys.hpp: 32-bit arithmetic, no 64-bit division in hot loops).
 __device__ __forceinline__ void page_of_key(const std::int32_t* pages, std::int64_t table_stride,
                                             std::int64_t num_pages, std::int64_t page_size, std::int64_t j,
                                             std::int64_t& page, std::int64_t& row) {
-  const auto size = static_cast<unsigned>(min(page_size, std::int64_t{0x7fffffff}));
-  const auto key = static_cast<unsigned>(j);
-  const unsigned index = key / size;
-  row = key - index * size;
-  page = call::detail::clamp(pages[index * table_stride], 0, num_pages - 1);
+  paged_row(pages, table_stride, num_pages, page_size, j, page, row);
 }
 __device__ __forceinline__ void page_of_key(const VectorArgs& a, const Sequence& s, std::int64_t j,
                                             std::int64_t& page, std::int64_t& row) {

@@ -15,9 +15,12 @@
 // Lanes read their MMA fragments with ldmatrix (K as A, V transposed as Vᵀ's A), swizzled,
 // so without bank conflicts.
 //
-// Keys past the visible span read as zeros (the maps' key dimension ends there); keys of a
-// tile past the block's range are masked. Partitions' partials are merged by the vector
-// kernels' merge pass (cuda/vector_merge.cuh), launched programmatically dependent.
+// Dense keys past the visible span read as zeros (the maps' key dimension ends there). Ragged
+// and paged blocks read their sequence's lengths; a paged tile's page comes from the block table
+// (cuda/vector_keys.hpp: tiles start on a multiple of 16 keys, so none crosses a page of a
+// multiple of 16). Keys of a tile outside the block's range are masked and their V rows zeroed
+// (a page's tail or the next sequence's rows may hold NaN). Partitions' partials are merged by
+// the vector kernels' merge pass (cuda/vector_merge.cuh), launched programmatically dependent.
 
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -30,6 +33,7 @@
 #include "cuda/launch.hpp"
 #include "cuda/ptx.cuh"
 #include "cuda/vector_common.cuh"
+#include "cuda/vector_keys.hpp"
 #include "cuda/vector_mma.cuh"
 #include "cuda/vector_tma.hpp"
 #include "heed/error.hpp"
@@ -162,10 +166,11 @@ __device__ __forceinline__ void consume_keys(const VectorArgs& a, const RowInfo*
                                                      tq, gid, acc);
 }
 
-// Oᵀ += Vᵀ · Pᵀ for one V item: one transposed x4 load per 16-column m-tile.
+// Oᵀ += Vᵀ · Pᵀ for one V item: one transposed x4 load per 16-column m-tile, the keys outside
+// the block's range zeroed by `keep`.
 template <typename T, int kClass, int NT, bool kFull>
 __device__ __forceinline__ void consume_values(unsigned item, const FragmentAddresses& f, int n_tiles,
-                                               Accumulators<NT, kClass>& acc) {
+                                               const KeepMasks& keep, Accumulators<NT, kClass>& acc) {
   const int chunks = row_chunks<kFull, kClass>(f.v_chunks);
   const unsigned stride = box_stride<kFull>(f.v_box);
 #pragma unroll
@@ -175,6 +180,10 @@ __device__ __forceinline__ void consume_values(unsigned item, const FragmentAddr
     unsigned v[4];
     ptx::ldmatrix_x4_trans(item + static_cast<unsigned>(t / 4) * stride + f.v_row + f.v_chunk[t & 3], v);
     clear_past_row(v, 2 * t, chunks, 1, 3);
+    v[0] &= keep.low;
+    v[1] &= keep.low;
+    v[2] &= keep.high;
+    v[3] &= keep.high;
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       if (nt >= n_tiles) break;
@@ -206,45 +215,48 @@ __device__ __forceinline__ void store_warp_out(const Accumulators<NT, kClass>& a
 }
 
 // Lane 0's side of a warp's ring: item `item` (K of tile item / 2 when even, V when odd) into
-// the next slot, as the item's boxes completing on the slot's mbarrier.
+// the next slot, as the item's boxes completing on the slot's mbarrier. Items are issued in
+// order: a tile's K item finds its map coordinates (a paged tile's block-table read), its V item
+// reuses them.
 template <unsigned kItemBytes, int kBoxes>
 struct TmaRing {
   unsigned ring, full;
-  int items, first_key, block_step, head, batch;
+  int items, first_key, block_step, head;
   int slot = 0;
+  TileCoordinates tile;
 
-  __device__ __forceinline__ void issue(const VectorTmaArgs& a, int item) {
+  __device__ __forceinline__ void issue(const VectorTmaArgs& a, const Sequence& seq, int item) {
     const unsigned destination = ring + static_cast<unsigned>(slot) * kItemBytes;
     const unsigned barrier = full + 8u * static_cast<unsigned>(slot);
-    const int key0 = first_key + (item >> 1) * block_step;
     const bool values = (item & 1) != 0;
+    if (!values) tile = tile_coordinates(a, seq, first_key + (item >> 1) * block_step);
     const CUtensorMap* map = values ? &a.v_map : &a.k_map;
     const TmaItemLayout& layout = values ? a.v_layout : a.k_layout;
     ptx::mbarrier_expect_bytes(barrier, layout.bytes);
 #pragma unroll
     for (int box = 0; box < kBoxes; ++box) {
       if (box >= layout.boxes) break;
-      ptx::tma_load_box(destination + box * kBoxBytes, map, barrier, box * kBoxColumns, key0, head, batch);
+      ptx::tma_load_box(destination + box * kBoxBytes, map, barrier, box * kBoxColumns, tile.row, head,
+                        tile.batch);
     }
     slot = slot + 1 == items ? 0 : slot + 1;
   }
 };
 
 // q as B fragments (row nt·8 + gid; dims 32·pair + 2tq + {0, 8, 16, 24}, two each), zeros past
-// the tile and past D: one 16-byte chunk per lane and pair (4-byte loads of even dims, wide
-// rows; D a multiple of 8, so each pair of dims is within D or past it).
+// the tile, past the sequence's rows and past D: one 16-byte chunk per lane and pair (4-byte
+// loads of even dims, wide rows; D a multiple of 8, so each pair of dims is within D or past it).
 template <typename T, int NT, int kPairs, int kThreads>
-__device__ __forceinline__ void load_q(const VectorTmaArgs& a, const RowInfo* rows, int tile_rows, std::int64_t b,
-                                       unsigned q_base) {
+__device__ __forceinline__ void load_q(const VectorTmaArgs& a, const Sequence& seq, const RowInfo* rows,
+                                       int tile_rows, unsigned q_base) {
   for (int index = threadIdx.x; index < NT * kPairs * 32; index += kThreads) {
     const int nt = index / (kPairs * 32), pair = (index / 32) % kPairs, fragment_lane = index % 32;
     const int r = nt * 8 + fragment_lane / 4, d = 32 * pair + 2 * (fragment_lane % 4);
     uint4 value = make_uint4(0, 0, 0, 0);
-    if (r < tile_rows) {
+    if (r < tile_rows && rows[r].valid) {
       const RowInfo& row = rows[r];
-      const auto* words = reinterpret_cast<const unsigned*>(static_cast<const T*>(a.q) + b * a.q_strides.s[0] +
-                                                            row.head * a.q_strides.s[1] +
-                                                            row.position * a.q_strides.s[2] + d);
+      const auto* words = reinterpret_cast<const unsigned*>(
+          static_cast<const T*>(a.q) + call::row_offset(a.q_strides, seq, row.head, row.position) + d);
       const int head_dim = static_cast<int>(a.head_dim), first = 32 * pair;
       value = make_uint4(first < head_dim ? words[0] : 0u, first + 8 < head_dim ? words[4] : 0u,
                          first + 16 < head_dim ? words[8] : 0u, first + 24 < head_dim ? words[12] : 0u);
@@ -289,7 +301,11 @@ __global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
   const unsigned q_base = base + static_cast<unsigned>(kWarps * ring_items) * kItemBytes;
   const auto full = ptx::shared_address(&sh.full[warp][0]);
 
-  const Sequence seq = call::sequence(a, b);  // dense only: the planner keeps serving forms off this kernel
+  // A ragged or paged block reads its sequence's lengths (clamped): partitions past its keys have
+  // nothing to write (the merge reads only its sequence's), rows past its queries are not valid.
+  const Sequence seq = call::sequence(a, b);
+  const KeyRange span = sequence_span(a, seq);
+  if (part >= sequence_partitions(a, span)) return;
   if (threadIdx.x < tile_rows) sh.rows[threadIdx.x] = row_info(a, seq, kv_head, row0 + threadIdx.x);
   if (lane == 0) {
     for (int slot = 0; slot < ring_items; ++slot) ptx::mbarrier_init(full + 8u * slot, 1);
@@ -297,23 +313,34 @@ __global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
   }
   __syncthreads();
 
-  // This block's keys: its partition, narrowed to what the tile's rows can see.
+  // This block's keys: its partition, narrowed to what the tile's rows can see; paged, from a
+  // multiple of 16 keys, the lead keys before its first masked (lo, hi) and cleared.
   std::int64_t key_begin = 0;
   int lo[NT][2], hi[NT][2];
-  const int keys = vector_mma::partition_keys<NT>(a, sequence_span(a, seq), sh.rows, tile_rows, part, tq, key_begin, lo, hi);
+  const int block_keys = vector_mma::partition_keys<NT>(a, span, sh.rows, tile_rows, part, tq, key_begin, lo, hi);
+  const BlockKeys block = align_block_keys(a.form == call::Form::Paged, key_begin, block_keys);
+  key_begin = block.begin;
+  const int keys = block.keys, lead = block.lead;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      lo[nt][e] += lead;
+      hi[nt][e] += lead;
+    }
+  }
 
   // This warp's tiles (16 keys each; tile t of the block goes to warp t % kWarps) as K and V items.
   constexpr int kBlockStep = kWarps * kTileKeys;
   const int tiles = keys > warp * kTileKeys ? (keys - warp * kTileKeys + kBlockStep - 1) / kBlockStep : 0;
   const int items = 2 * tiles;
-  const int head = static_cast<int>(kv_head), batch = static_cast<int>(b);
   const int first_key = static_cast<int>(key_begin) + warp * kTileKeys;
-  TmaRing<kItemBytes, kBoxes> ring_in{ring, full, ring_items, first_key, kBlockStep, head, batch};
+  TmaRing<kItemBytes, kBoxes> ring_in{ring, full, ring_items, first_key, kBlockStep, static_cast<int>(kv_head)};
   if (lane == 0) {
-    for (int item = 0; item < ring_items - 1 && item < items; ++item) ring_in.issue(a, item);
+    for (int item = 0; item < ring_items - 1 && item < items; ++item) ring_in.issue(a, seq, item);
   }
 
-  load_q<T, NT, kPairs, kThreads>(a, sh.rows, tile_rows, b, q_base);
+  load_q<T, NT, kPairs, kThreads>(a, seq, sh.rows, tile_rows, q_base);
   __syncthreads();
 
   Accumulators<NT, kClass> acc;
@@ -321,20 +348,22 @@ __global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
   const FragmentAddresses f = fragment_addresses(lane, a);
   const bool whole_class = full_rows(a, kClass);
   const unsigned q_lane = q_base + static_cast<unsigned>(lane) * 16;
-  // Item `item` from `slot`: K of tile item / 2 when even, V when odd.
+  // Item `item` from `slot`: K of tile item / 2 when even, V when odd (its keys outside the
+  // block's [lead, keys) zeroed).
   const auto consume = [&]<bool kFull>(int item, unsigned slot) {
+    const int key0 = (warp + kWarps * (item >> 1)) * kTileKeys;
     if ((item & 1) == 0) {
-      const int key0 = (warp + kWarps * (item >> 1)) * kTileKeys;
-      consume_keys<T, kClass, NT, kFull>(a, sh.rows, slot, f, q_lane, n_tiles, key0, key_begin, b, lo, hi, tq, gid, acc);
+      consume_keys<T, kClass, NT, kFull>(a, sh.rows, slot, f, q_lane, n_tiles, key0, key_begin, b, lo, hi, tq, gid,
+                                         acc);
     } else {
-      consume_values<T, kClass, NT, kFull>(slot, f, n_tiles, acc);
+      consume_values<T, kClass, NT, kFull>(slot, f, n_tiles, value_keep_masks(key0, lead, keys, tq), acc);
     }
   };
   int read_slot = 0;
   unsigned phase = 0;
   for (int item = 0; item < items; ++item) {
     __syncwarp();  // every lane is done with the slot the previous item was read from
-    if (lane == 0 && item + ring_items - 1 < items) ring_in.issue(a, item + ring_items - 1);
+    if (lane == 0 && item + ring_items - 1 < items) ring_in.issue(a, seq, item + ring_items - 1);
     ptx::mbarrier_wait(full + 8u * static_cast<unsigned>(read_slot), phase);
     __syncwarp();
     const unsigned slot = ring + static_cast<unsigned>(read_slot) * kItemBytes;

@@ -3,6 +3,7 @@
 #include <iterator>
 
 #include "cuda/tensor_map.hpp"
+#include "cuda/vector_keys.hpp"
 #include "cuda/vector_tma.hpp"
 #include "heed/error.hpp"
 #include "plan/cuda_tables.hpp"
@@ -34,10 +35,12 @@ TmaItemLayout item_layout(std::int64_t columns) {
   return l;
 }
 
-CUtensorMap make_map(const void* data, const VectorTmaArgs& args, std::int64_t columns, std::int64_t keys,
-                     const Strides4& strides, const TmaItemLayout& l, const char* what) {
-  return l.swizzled ? kv_tensor_map(data, args.dtype, args, columns, keys, strides, kKeys, what)
-                    : kv_rows_tensor_map(data, args.dtype, args, columns, keys, strides, kKeys, what);
+CUtensorMap make_map(const void* data, const VectorTmaArgs& args, std::int64_t columns,
+                     const vector_tma::MapExtent& extent, const Strides4& strides, const TmaItemLayout& l,
+                     const char* what) {
+  return l.swizzled
+             ? kv_tensor_map(data, args.dtype, args, columns, extent.keys, extent.batches, strides, kKeys, what)
+             : kv_rows_tensor_map(data, args.dtype, args, columns, extent.keys, extent.batches, strides, kKeys, what);
 }
 
 }  // namespace
@@ -47,12 +50,17 @@ void make_vector_tma_maps(VectorTmaArgs& args, const plan::CudaVectorShape& shap
     throw Error(ErrorKind::Internal,
                 "[heed::attention] TMA vector kernel planned for rows that are not 16-byte chunks");
   }
-  // Keys past the visible span (the last tile of the last partition) read as zeros.
+  // Dense keys past the visible span (the last tile of the last partition) read as zeros; a
+  // ragged batch's map is its rows as one batch, a paged cache's its pages as batches of rows.
+  const vector_tma::MapExtent extent = vector_tma::map_extent(args, shape.span_end);
   args.k_layout = item_layout(args.head_dim);
   args.v_layout = item_layout(args.value_dim);
-  args.k_map = make_map(args.k, args, args.head_dim, shape.span_end, args.k_strides, args.k_layout,
+  // A call with no keys (an empty ragged k, a cache of no pages) may pass null k and v: its blocks
+  // load no tile, and q's address stands in so that the map encodes.
+  const auto data = [&](const void* operand) { return operand != nullptr ? operand : args.q; };
+  args.k_map = make_map(data(args.k), args, args.head_dim, extent, args.k_strides, args.k_layout,
                         "the TMA vector kernel's k");
-  args.v_map = make_map(args.v, args, args.value_dim, shape.span_end, args.v_strides, args.v_layout,
+  args.v_map = make_map(data(args.v), args, args.value_dim, extent, args.v_strides, args.v_layout,
                         "the TMA vector kernel's v");
 }
 

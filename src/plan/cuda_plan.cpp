@@ -11,6 +11,7 @@
 #include "plan/planner.hpp"
 #include "plan/cuda_tables.hpp"
 #include "plan/cuda_tiled_plan.hpp"
+#include "plan/cuda_vector_reasons.hpp"
 
 namespace heed::plan {
 namespace {
@@ -144,31 +145,6 @@ std::optional<VectorFit> fit_vector_mma(const Problem& p, const CudaDeviceInfo& 
   return fit;
 }
 
-// Why the TMA kernel cannot serve `p` on `device`, or empty when it can.
-std::string tma_why_not(const Problem& p, const CudaDeviceInfo& device) {
-  // Its tensor maps describe one strided [B, H, L, D] tensor of keys per batch.
-  if (p.form == call::Form::Paged) return "paged keys (its tensor maps cannot follow a block table)";
-  if (p.form == call::Form::Ragged) return "ragged rows (its tensor maps take one sequence per batch index)";
-  if (device.major != 9 || device.minor != 0) {
-    return format("the TMA kernel runs on compute capability 9.0 only (this device: {}.{})", device.major,
-                  device.minor);
-  }
-  if (!device.wgmma_built) return "this build has no sm_90a code (HEED_CUDA_ARCHS without 90a)";
-  if (p.dtype != DType::Float16 && p.dtype != DType::BFloat16) return "the TMA kernel takes float16 and bfloat16";
-  if (vector_tma_head_class(p.head_dim, p.value_dim) == 0) {
-    std::string classes;
-    for (int head_class : kVectorTmaHeadClasses) classes += (classes.empty() ? "" : ", ") + format("{}", head_class);
-    return format("the TMA kernel's classes ({}; D and Dv rounded up, each into the class's last 64-column box) "
-                  "hold no D {} / Dv {}",
-                  classes, p.head_dim, p.value_dim);
-  }
-  if (!p.rows_wide || !p.kv_strides_positive) {
-    return "the TMA kernel's tensor maps need contiguous 16-byte rows and positive strides of k and v";
-  }
-  if (p.kv_len >= (std::int64_t{1} << 31)) return "the TMA kernel's key coordinates are 32-bit";
-  return {};
-}
-
 // The TMA kernel (cuda/vector_tma.cuh): the tensor-core kernel's tiles, a ring of TMA copies.
 std::optional<VectorFit> fit_vector_tma(const Problem& p, const CudaDeviceInfo& device,
                                         const CudaVectorTuning& tuning) {
@@ -198,17 +174,6 @@ std::optional<VectorFit> fit_vector_tma(const Problem& p, const CudaDeviceInfo& 
   return fit;
 }
 
-// Why an override keeps the vector route off the TMA kernel, or empty under none.
-std::string tma_overridden(CudaVectorKernel asked) {
-  switch (asked) {
-    case CudaVectorKernel::Fma: return "HEED_CUDA_VECTOR=fma asks for the CUDA-core kernel";
-    case CudaVectorKernel::Mma: return "HEED_CUDA_VECTOR=mma asks for the cp.async tensor-core kernel";
-    case CudaVectorKernel::CpAsync: return "the caller's overrides ask for the cp.async kernels, chosen by rows";
-    case CudaVectorKernel::Auto: break;
-  }
-  return {};
-}
-
 // The vector kernel: TMA where it serves, else tensor cores for 16-bit types (unless fma is
 // asked, rows are too few or the cap is below its scores in flight), else CUDA cores, with the
 // reasons; nullopt when no kernel holds the head sizes or fits the cap.
@@ -233,8 +198,8 @@ std::optional<VectorFit> fit_vector(const Problem& p, const CudaDeviceInfo& devi
   const bool few_groups = rows >= kVectorMmaFewGroupRows && groups * kVectorMmaFewGroupsFactor <= device.sm_count;
   const CudaVectorKernel asked = overrides.cuda_vector;
   const CudaVectorTuning& tuning = overrides.cuda_vector_tuning;
-  std::string tma_why = asked != CudaVectorKernel::Auto && p.form == call::Form::Dense ? tma_overridden(asked)
-                                                                                       : tma_why_not(p, device);
+  std::string tma_why =
+      asked != CudaVectorKernel::Auto ? vector_tma_overridden(asked) : vector_tma_why_not(p, device);
   if (tma_why.empty()) {
     if (const auto tma = fit_vector_tma(p, device, tuning)) {
       min_cap = std::min(min_cap, tma->intermediate);
@@ -388,17 +353,6 @@ VectorSpan size_partitions(CudaVectorShape& s, const Problem& p, const CudaDevic
   return v;
 }
 
-std::string tma_loads_reason(const Problem& p) {
-  const auto boxes = [](std::int64_t columns) {
-    return vector_tma_whole_rows(columns) ? format("whole rows ({} columns x 16 keys, no swizzle)", columns)
-                                          : std::string("64-column x 16-key boxes, 128-byte swizzle");
-  };
-  const std::string k = boxes(p.head_dim), v = boxes(p.value_dim);
-  return format("loads: TMA (cp.async.bulk.tensor, {}) by lane 0 of each warp into its ring, one mbarrier per "
-                "slot; this 9.0 device and the call's contiguous 16-byte rows allow it",
-                k == v ? k : format("K as {}, V as {}", k, v));
-}
-
 void explain_mma_vector(std::vector<std::string>& reasons, const Problem& p, const CudaDeviceInfo& device,
                         const VectorFit& fit, const CudaVectorShape& s, const VectorSpan& v) {
   reasons.push_back(format("vector kernel: tensor cores (mma.sync m16n8k16, {} in, float32 accumulate), keys as M "
@@ -415,7 +369,7 @@ void explain_mma_vector(std::vector<std::string>& reasons, const Problem& p, con
                              s.tma ? "the kernel skips the class's columns past the call's"
                                    : "the copies past the call's columns write zeros"));
   }
-  reasons.push_back(s.tma ? tma_loads_reason(p)
+  reasons.push_back(s.tma ? vector_tma_loads_reason(p)
                           : format("loads: per-lane cp.async of each lane's fragments ({})", fit.tma_why));
   reasons.push_back(format("ring: {} items of 16 keys (K or V) per warp x {} warps, {} bytes of shared memory per "
                            "block, {} block(s) per SM ({} bytes per SM){}",
@@ -446,17 +400,6 @@ void explain_fma_vector(std::vector<std::string>& reasons, const Problem& p, con
                            p.window ? " in the window" : "", kVectorMinKeysPerPartition));
 }
 
-// How the vector kernels serve a ragged or paged batch.
-std::string vector_serving_reason(const Problem& p) {
-  const std::string keys =
-      p.form == call::Form::Ragged
-          ? std::string("keys at cu_seqlens_k[b] of k and v")
-          : format("keys read in place from pages of {} keys, one block-table read per page run", p.page_size);
-  return format("serving: {} sequences; grid, row tiles and partitions sized by the bounds Lq {} / Lk {}; each "
-                "block reads its sequence's lengths (clamped) and exits past its rows or keys; {}",
-                p.batch, p.q_len, p.kv_len, keys);
-}
-
 // The two-pass vector route's partials: max, sum and Dv outputs per row, partition and
 // (batch, key head).
 std::size_t partials_bytes(const Problem& p, std::int64_t rows, std::int64_t partitions) {
@@ -481,7 +424,7 @@ void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, 
   } else {
     explain_fma_vector(reasons, p, fit, s, v, device);
   }
-  if (p.form != call::Form::Dense) reasons.push_back(vector_serving_reason(p));
+  if (p.form != call::Form::Dense) reasons.push_back(vector_serving_reason(p, s.tma));
   if (p.has_lse) {
     reasons.push_back(format("lse: each row's natural-log sum (sinks included) written {}",
                              passes == 2 ? "by the merge" : "with the row"));

@@ -126,9 +126,10 @@ constexpr bool vector_tma_wide_serves(int head_class, int row_tile) { return hea
 // decode_b16_32x8_d128_8k, decode_b64_32x8_d128_4k, decode_b1_16x2_d256_131k.
 constexpr int vector_tma_blocks_per_sm(int head_class) { return head_class == 128 ? 4 : 2; }
 // Blocks per SM that the kernel's registers allow, by head class and row tile (8 or 16 rows):
-// nvcc 13.0 -Xptxas -v, sm_90a, bfloat16, without spills: 78 / 110 registers at class 64,
-// 101 / 145 at 128, 109 / 188 at 192, 126 / 220 at 256, so 65536 / (128 threads × registers) blocks. The
-// kernel's __launch_bounds__ keeps it there; the planner sizes no more blocks than this.
+// nvcc 13.0 -Xptxas -v, sm_90a, bfloat16, without spills (paged tiles and V-row clears
+// included): 80 / 116 registers at class 64, 104 / 150 at 128, 116 / 197 at 192, 128 / 228 at
+// 256, so 65536 / (128 threads × registers) blocks. The kernel's __launch_bounds__ keeps it
+// there (class 256 at 8 rows exactly at 4 blocks' 128); the planner sizes no more blocks.
 constexpr int vector_tma_register_blocks(int head_class, int row_tile) {
   if (head_class <= 64) return row_tile <= 8 ? 5 : 4;
   if (head_class <= 128) return row_tile <= 8 ? 4 : 3;

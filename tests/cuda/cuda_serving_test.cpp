@@ -4,8 +4,10 @@
 // and length-1 sequences, GQA and MQA, windows, sinks, softcap; float32, float16, bfloat16; lse
 // checked; merge_states on the device (two halves of the keys reproduce the whole); and garbage
 // device metadata, which must not fault (run it under compute-sanitizer memcheck) nor write
-// outside out. Outputs poisoned before each run; metadata on the device. Label `gpu`: skipped
-// without a device. HEED_CUDA_VECTOR=fma / mma pick the kernel (tests/CMakeLists.txt runs both).
+// outside out. Outputs poisoned before each run; metadata on the device; the pages no sequence
+// reads and the unread tails of read pages hold NaN. On a 9.0 device 16-bit cases with pages of a
+// multiple of 16 (and ragged ones) must run the TMA kernel. Label `gpu`: skipped without a
+// device. HEED_CUDA_VECTOR=fma / mma pick the kernel (tests/CMakeLists.txt runs both).
 
 #include <gtest/gtest.h>
 
@@ -26,6 +28,7 @@
 #include "cpu/reference/serving_oracle.hpp"
 #include "cuda/device_tensor.hpp"
 #include "heed/heed.hpp"
+#include "plan/cuda_tables.hpp"
 #include "support/serving.hpp"
 #include "support/support.hpp"
 
@@ -39,6 +42,11 @@ bool have_gpu() {
 
 #define REQUIRE_GPU() \
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device: the gpu tests need one"
+
+bool on_hopper() {
+  cudaDeviceProp prop{};
+  return cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.major == 9 && prop.minor == 0;
+}
 
 // The case infrastructure of cuda_serving_tiled_test.cpp, on the vector route.
 struct ServingCase {
@@ -119,6 +127,8 @@ struct ServingRun {
                        c.head_major, rng, 1.0);
     poison_unread_pages(kh, pages);
     poison_unread_pages(vh, pages);
+    poison_page_tails(kh, pages, c.kv_lens);
+    poison_page_tails(vh, pages, c.kv_lens);
     table_host.emplace(Shape{batch, pages.max_pages}, pages.table, c.table_pad);
     seqlens_host.emplace(Shape{batch}, c.kv_lens);
     rows = c.decode ? batch : sum(c.q_lens);
@@ -197,7 +207,42 @@ std::vector<ServingCase> shapes() {
        .kv_heads = 1, .causal = true, .sinks = true, .softcap = 5.0f},
       {.name = "ragged_no_keys_sinks", .q_lens = {1, 3}, .kv_lens = {0, 0}, .sinks = true, .empty_rows = true},
       {.name = "ragged_single_1x1", .q_lens = {1}, .kv_lens = {1}, .q_heads = 1, .kv_heads = 1},
+      // The TMA kernel's paged tiles: windows whose first key is no multiple of 16 (lead keys
+      // masked), in one partition and across many; GQA 8 rows; shared, padded, head-major tables;
+      // whole-row boxes (D 96) and class 256; tails of last pages left unread (NaN).
+      {.name = "decode_ps16_window_lead_gqa", .paged = true, .q_lens = {1, 1, 1}, .kv_lens = {500, 37, 16},
+       .decode = true, .q_heads = 16, .kv_heads = 2, .head_dim = 128, .value_dim = 128, .causal = true,
+       .window = 37, .table_pad = 1},
+      {.name = "decode_ps16_window_partitions", .paged = true, .q_lens = {1}, .kv_lens = {5000}, .decode = true,
+       .q_heads = 8, .kv_heads = 1, .head_dim = 128, .value_dim = 128, .causal = true, .window = 2999},
+      {.name = "decode_ps64_shared_padded_gqa", .paged = true, .q_lens = {1, 1, 1, 1}, .kv_lens = {1000, 129, 17, 64},
+       .decode = true, .page_size = 64, .q_heads = 16, .kv_heads = 2, .head_dim = 128, .value_dim = 128,
+       .sinks = true, .shared_pages = 2, .table_pad = 3},
+      {.name = "decode_ps32_d96_head_major", .paged = true, .q_lens = {1, 1}, .kv_lens = {333, 31}, .decode = true,
+       .page_size = 32, .q_heads = 8, .kv_heads = 1, .head_dim = 96, .value_dim = 96, .head_major = true},
+      {.name = "decode_ps256_d256_mqa", .paged = true, .q_lens = {1, 1, 1}, .kv_lens = {700, 256, 1}, .decode = true,
+       .page_size = 256, .q_heads = 8, .kv_heads = 1, .head_dim = 256, .value_dim = 256, .softcap = 5.0f},
+      {.name = "chunked_prefill_ps64_window_lead", .paged = true, .q_lens = {4, 2}, .kv_lens = {300, 70},
+       .page_size = 64, .q_heads = 4, .kv_heads = 2, .head_dim = 128, .value_dim = 128, .causal = true,
+       .window = 50, .shared_pages = 1},
+      {.name = "ragged_decode_d128_window", .q_lens = {1, 1, 2}, .kv_lens = {900, 40, 77}, .q_heads = 8,
+       .kv_heads = 2, .head_dim = 128, .value_dim = 128, .causal = true, .window = 45},
   };
+}
+
+// Whether the plan must name the TMA kernel: a 9.0 device and a build with sm_90a code, 16-bit,
+// a TMA head class that holds D / Dv, ragged rows or pages of a multiple of 16, no
+// HEED_CUDA_VECTOR override.
+bool expects_tma(const ServingCase& c, const AttentionPlan& plan) {
+#if defined(HEED_CUDA_SM90A)
+  const bool overridden = plan.explain().find("HEED_CUDA_VECTOR=") != std::string::npos;
+  return on_hopper() && !overridden && c.dtype != DType::Float32 &&
+         plan::cuda::vector_tma_head_class(c.head_dim, c.value_dim) != 0 && (!c.paged || c.page_size % 16 == 0);
+#else
+  (void)c;
+  (void)plan;
+  return false;
+#endif
 }
 
 std::vector<ServingCase> cases() {
@@ -249,7 +294,7 @@ TEST_P(CudaServingVector, MatchesOracle) {
       ASSERT_TRUE(std::holds_alternative<route::Vector>(plan.kernel));
       EXPECT_NE(plan.explain().find("serving: " + std::to_string(c.kv_lens.size()) + " sequences"),
                 std::string::npos);
-      EXPECT_EQ(plan.kernel_name.find("vector_tma"), std::string::npos) << "the TMA kernel reads dense keys only";
+      EXPECT_EQ(plan.kernel_name.find("vector_tma") != std::string::npos, expects_tma(c, plan)) << plan.kernel_name;
       run.run(out.view(), options);
 
       const Readback got(out, lse, o);

@@ -197,6 +197,32 @@ void poison_unread_pages(Tensor& cache, const PageAssignment& a) {
   }
 }
 
+void poison_page_tails(Tensor& cache, const PageAssignment& a, const std::vector<std::int64_t>& kv_lens) {
+  const TensorView& view = cache.view();
+  const std::int64_t page_size = view.shape[1];
+  std::vector<std::int64_t> read(static_cast<std::size_t>(a.num_pages), -1);  // rows some sequence reads
+  for (std::size_t b = 0; b < kv_lens.size(); ++b) {
+    for (std::int64_t p = 0; p * page_size < kv_lens[b]; ++p) {
+      const std::int64_t page = a.table[b * static_cast<std::size_t>(a.max_pages) + static_cast<std::size_t>(p)];
+      auto& rows = read[static_cast<std::size_t>(page)];
+      rows = std::max(rows, std::min(page_size, kv_lens[b] - p * page_size));
+    }
+  }
+  // The cache's storage is contiguous in its stored order (head-major or not): an element's
+  // storage index is its offset through the view's strides.
+  for (std::int64_t page = 0; page < a.num_pages; ++page) {
+    for (std::int64_t row = std::max<std::int64_t>(read[static_cast<std::size_t>(page)], 0);
+         read[static_cast<std::size_t>(page)] >= 0 && row < page_size; ++row) {
+      for (std::int64_t h = 0; h < view.shape[2]; ++h) {
+        for (std::int64_t e = 0; e < view.shape[3]; ++e) {
+          cache.set(page * view.strides[0] + row * view.strides[1] + h * view.strides[2] + e * view.strides[3],
+                    std::numeric_limits<double>::quiet_NaN());
+        }
+      }
+    }
+  }
+}
+
 ::testing::AssertionResult gaps_equal(const TensorView& view, const std::vector<unsigned char>& before,
                                       const std::vector<unsigned char>& after) {
   std::vector<bool> element(before.size(), false);

@@ -107,6 +107,10 @@ PageAssignment assign_pages(const std::vector<std::int64_t>& kv_lens, std::int64
 // output. The first and last pages stay finite: an out-of-range entry is clamped there.
 void poison_unread_pages(Tensor& cache, const PageAssignment& a);
 
+// NaN in the rows of each read page that no sequence reads (the tail of a sequence's last page),
+// so that a kernel loading whole tiles shows a missing mask or V-row clear in the output.
+void poison_page_tails(Tensor& cache, const PageAssignment& a, const std::vector<std::int64_t>& kv_lens);
+
 // Bytes of `after` outside the elements of `view` (a view into `after`'s storage) equal `before`'s.
 ::testing::AssertionResult gaps_equal(const TensorView& view, const std::vector<unsigned char>& before,
                                       const std::vector<unsigned char>& after);

@@ -3,9 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "core/format.hpp"
 #include "heed/heed.hpp"
 #include "plan/cuda_plan.hpp"
 #include "plan/cuda_tables.hpp"
@@ -382,7 +385,7 @@ TEST(CudaPlan, TheTmaKernelServesHalvesOfClassSizesOnHopper) {
   EXPECT_EQ(d256.vector.ring_items, 3);
   EXPECT_EQ(d256.vector.keys_per_partition, 1008);
   EXPECT_EQ(d256.vector.partitions, 131);
-  // 16 rows (two n-tiles) at D 256: 215 registers, 2 blocks per SM at most.
+  // 16 rows (two n-tiles) at D 256: 228 registers, 2 blocks per SM at most.
   EXPECT_EQ(plan_on(h200_tma(), 1, 16, 1, 4096, 256, DType::BFloat16, {0, 0, 4}).vector.blocks_per_sm, 2);
 }
 
@@ -460,6 +463,118 @@ TEST(CudaPlan, TheTmaKernelsPartitionsMergeInADependentLaunch) {
   EXPECT_EQ(std::get<route::Vector>(single.plan.kernel).passes, 1);
   EXPECT_EQ(single.plan.scratch_bytes, 0u);
   EXPECT_EQ(plan_on(h200_tma(), 64, 32, 8, 4096, 128, DType::BFloat16).vector.partitions, 1);
+}
+
+// Serving problems as validation leaves them from host views (no data: planning reads shapes,
+// strides and host metadata). Paged decode: B sequences of kv_len keys in pages of page_size,
+// one query each, the cache token-major [pages, page_size, Hkv, D] or head-major in memory.
+plan::Problem paged_decode(std::int64_t batch, std::int64_t q_heads, std::int64_t kv_heads, std::int64_t kv_len,
+                           std::int64_t page_size, std::int64_t head_dim, DType dtype, bool head_major = false) {
+  const std::int64_t per_sequence = (kv_len + page_size - 1) / page_size, pages = batch * per_sequence;
+  std::vector<std::int32_t> table(static_cast<std::size_t>(pages)), lengths(static_cast<std::size_t>(batch));
+  for (std::size_t i = 0; i < table.size(); ++i) table[i] = static_cast<std::int32_t>(table.size() - 1 - i);
+  for (auto& length : lengths) length = static_cast<std::int32_t>(kv_len);
+  const Shape cache{pages, page_size, kv_heads, head_dim};
+  const std::vector<std::int64_t> strides =
+      head_major ? std::vector<std::int64_t>{kv_heads * page_size * head_dim, head_dim, page_size * head_dim, 1}
+                 : std::vector<std::int64_t>{page_size * kv_heads * head_dim, kv_heads * head_dim, head_dim, 1};
+  const TensorView q(nullptr, dtype, Shape{batch, q_heads, head_dim});
+  const TensorView k(nullptr, dtype, cache, strides);
+  const PagedKv kv{TensorView(table.data(), DType::Int32, Shape{batch, per_sequence}),
+                   TensorView(lengths.data(), DType::Int32, Shape{batch})};
+  return call::validate_paged(q, k, k, kv, nullptr, 1.0f, {});
+}
+
+// Ragged decode: one query per sequence, each of kv_len keys in the [total_k, Hkv, D] rows.
+plan::Problem ragged_decode(std::int64_t batch, std::int64_t q_heads, std::int64_t kv_heads, std::int64_t kv_len,
+                            std::int64_t head_dim, DType dtype) {
+  std::vector<std::int32_t> cu_q, cu_k;
+  for (std::int64_t b = 0; b <= batch; ++b) {
+    cu_q.push_back(static_cast<std::int32_t>(b));
+    cu_k.push_back(static_cast<std::int32_t>(b * kv_len));
+  }
+  const TensorView q(nullptr, dtype, Shape{batch, q_heads, head_dim});
+  const TensorView k(nullptr, dtype, Shape{batch * kv_len, kv_heads, head_dim});
+  const RaggedBatch rb{TensorView(cu_q.data(), DType::Int32, Shape{batch + 1}),
+                       TensorView(cu_k.data(), DType::Int32, Shape{batch + 1})};
+  return call::validate_ragged(q, k, k, rb, nullptr, 1.0f, {});
+}
+
+bool mentions(const plan::CudaRoute& r, const std::string& text) {
+  return r.plan.explain().find(text) != std::string::npos;
+}
+
+// Paged decode with pages of a multiple of 16 keys runs the TMA kernel where dense decode of the
+// same sizes does, with the dense plan's shape (blocks, ring, partitions), token- or head-major.
+TEST(CudaPlan, PagedDecodeTakesTheTmaKernelWhereDenseDoes) {
+  struct Decode {
+    std::int64_t batch, q_heads, kv_heads, kv_len, head_dim;
+    DType dtype;
+  };
+  for (const Decode& d : {Decode{16, 32, 8, 8192, 128, DType::BFloat16}, Decode{64, 32, 8, 4096, 128, DType::Float16},
+                          Decode{1, 32, 8, 32768, 128, DType::BFloat16}, Decode{1, 16, 2, 4096, 256, DType::BFloat16},
+                          Decode{4, 16, 2, 1000, 64, DType::Float16}}) {
+    const plan::CudaRoute dense = plan_on(h200_tma(), d.batch, d.q_heads, d.kv_heads, d.kv_len, d.head_dim, d.dtype);
+    ASSERT_TRUE(dense.vector.tma) << dense.plan.explain();
+    for (std::int64_t page_size : {16, 64, 256}) {
+      for (bool head_major : {false, true}) {
+        const plan::CudaRoute r = plan::plan_cuda(
+            paged_decode(d.batch, d.q_heads, d.kv_heads, d.kv_len, page_size, d.head_dim, d.dtype, head_major),
+            h200_tma());
+        SCOPED_TRACE(r.plan.explain());
+        EXPECT_EQ(r.plan.kernel_name, dense.plan.kernel_name);
+        EXPECT_TRUE(r.vector.tma);
+        EXPECT_EQ(r.vector.warps, dense.vector.warps);
+        EXPECT_EQ(r.vector.ring_items, dense.vector.ring_items);
+        EXPECT_EQ(r.vector.blocks_per_sm, dense.vector.blocks_per_sm);
+        EXPECT_EQ(r.vector.partitions, dense.vector.partitions);
+        EXPECT_EQ(r.vector.keys_per_partition, dense.vector.keys_per_partition);
+        EXPECT_TRUE(mentions(r, format("keys read in place from pages of {} keys by TMA boxes at (row, key head, "
+                                       "page), one block-table read per 16-key tile",
+                                       page_size)));
+        EXPECT_TRUE(mentions(r, "loads: TMA"));
+      }
+    }
+  }
+}
+
+// Pages of no multiple of 16 keys keep the cp.async kernels, and the plan says why; so do the
+// overrides, other devices and builds, as for dense calls.
+TEST(CudaPlan, PagedDecodeSaysWhyNotTma) {
+  for (std::int64_t page_size : {1, 7, 8, 24}) {
+    for (const std::int64_t q_heads : {32, 64}) {  // 4 rows per key head (CUDA cores), 8 (tensor cores)
+      const plan::CudaRoute r = plan::plan_cuda(paged_decode(16, q_heads, 8, 8192, page_size, 128, DType::BFloat16),
+                                                h200_tma());
+      SCOPED_TRACE(r.plan.explain());
+      EXPECT_FALSE(r.vector.tma);
+      EXPECT_EQ(r.plan.kernel_name, q_heads == 32 ? "heed_cuda_vector_bf16" : "heed_cuda_vector_mma_bf16");
+      EXPECT_TRUE(mentions(r, format("pages of {} keys (its 16-key boxes must not cross a page", page_size)));
+      EXPECT_TRUE(mentions(r, "one block-table read per page run"));
+    }
+  }
+  const plan::Problem p16 = paged_decode(16, 64, 8, 8192, 16, 128, DType::BFloat16);
+  plan::PlanOverrides mma;
+  mma.cuda_vector = plan::CudaVectorKernel::Mma;
+  const plan::CudaRoute asked = plan::plan_cuda(p16, h200_tma(), mma);
+  EXPECT_EQ(asked.plan.kernel_name, "heed_cuda_vector_mma_bf16");
+  EXPECT_TRUE(mentions(asked, "HEED_CUDA_VECTOR=mma asks for the cp.async tensor-core kernel")) << asked.plan.explain();
+  EXPECT_TRUE(mentions(plan::plan_cuda(p16, h200()), "no sm_90a code"));
+  plan::CudaDeviceInfo a100 = h200_tma();
+  a100.major = 8;
+  EXPECT_TRUE(mentions(plan::plan_cuda(p16, a100), "9.0 only"));
+  EXPECT_EQ(plan::plan_cuda(paged_decode(4, 16, 2, 1000, 16, 128, DType::Float32), h200_tma()).plan.kernel_name,
+            "heed_cuda_vector_f32");
+}
+
+// Ragged decode runs the TMA kernel too: its maps span the [total_k, Hkv, D] rows as one batch.
+TEST(CudaPlan, RaggedDecodeTakesTheTmaKernel) {
+  const plan::CudaRoute dense = plan_on(h200_tma(), 16, 32, 8, 8192, 128, DType::BFloat16);
+  const plan::CudaRoute r = plan::plan_cuda(ragged_decode(16, 32, 8, 8192, 128, DType::BFloat16), h200_tma());
+  SCOPED_TRACE(r.plan.explain());
+  EXPECT_EQ(r.plan.kernel_name, "heed_cuda_vector_tma_bf16");
+  EXPECT_EQ(r.vector.warps, dense.vector.warps);
+  EXPECT_EQ(r.vector.partitions, dense.vector.partitions);
+  EXPECT_TRUE(mentions(r, "keys at cu_seqlens_k[b] of k and v (TMA maps over the [total_k, Hkv, E] rows)"));
 }
 
 TEST(CudaPlan, IsPure) {
