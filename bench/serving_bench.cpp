@@ -80,6 +80,7 @@ void paged_decode(std::int64_t batch, std::int64_t keys, int reps) {
     const std::vector<std::int64_t> strides{keys * kKvHeads * kHeadDim, kHeadDim, kKvHeads * kHeadDim, 1};
     TensorView ks(ki.data(), DType::BFloat16, Shape{batch, kKvHeads, keys, kHeadDim}, strides);
     TensorView vs(vi.data(), DType::BFloat16, Shape{batch, kKvHeads, keys, kHeadDim}, strides);
+    if (std::getenv("HEED_BENCH_EXPLAIN")) std::printf("%s\n", heed::plan_attention(qd, ks, vs, {}).explain().c_str());
     const double seconds = median_seconds(reps, [&] { heed::attention(qd, ks, vs, od, scale, {}); });
     std::printf("  dense [B, Lk, Hkv, D] %8.3f ms  %6.1f GB/s  / dense %.3f\n", seconds * 1e3, bytes / seconds * 1e-9,
                 dense / seconds);

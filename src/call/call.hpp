@@ -87,6 +87,10 @@ struct Problem {
   // k's and v's strides along B, H and L are positive wherever the size is above 1 (and below
   // 2^40 bytes): what a TMA tensor map can describe.
   bool kv_strides_positive = true;
+  // k's and v's key rows each hold every key head ([.., L, Hkv, E] order, a paged cache's
+  // [pages, page_size, Hkv, E]): stride-1 rows whose heads lie within one row stride. A reader
+  // that walks the rows once for all heads then reads the tensors in order.
+  bool kv_heads_in_rows = false;
 
   HEED_HOST_DEVICE bool empty_output() const {
     return batch == 0 || q_heads == 0 || q_len == 0 || value_dim == 0;

@@ -22,6 +22,8 @@ void check_sinks(const TensorView& sinks, std::int64_t q_heads, const char* op);
 bool rows_contiguous(const TensorView& view);
 bool rows_wide(const TensorView& view);
 bool batch_folds(const TensorView& view);
+// A key row's heads lie within its row stride (more than one head, stride-1 rows).
+bool heads_in_rows(const TensorView& view);
 bool strides_positive(const TensorView& view);
 Strides strides_of(const TensorView& view);
 

@@ -69,6 +69,13 @@ bool batch_folds(const TensorView& view) {
   return !__builtin_mul_overflow(view.shape[1], view.strides[1], &batch_stride) && view.strides[0] == batch_stride;
 }
 
+bool heads_in_rows(const TensorView& view) {
+  const std::int64_t heads = view.shape[1], head_stride = view.strides[1], row_stride = view.strides[2];
+  if (heads <= 1 || view.strides[3] != 1 || head_stride <= 0 || head_stride >= row_stride) return false;
+  std::int64_t span = 0;
+  return !__builtin_mul_overflow(heads - 1, head_stride, &span) && span <= row_stride - view.shape[3];
+}
+
 // Strides along B, H and L are positive where the size is above 1, and under 2^40 bytes.
 bool strides_positive(const TensorView& view) {
   const auto element = static_cast<std::int64_t>(size_of(view.dtype));
@@ -310,6 +317,7 @@ Call validate_views(const TensorView& q, const TensorView& k, const TensorView& 
   c.rows_wide = rows_wide(q) && rows_wide(k) && rows_wide(v);
   c.batch_folds = batch_folds(q) && batch_folds(k) && batch_folds(v);
   c.kv_strides_positive = strides_positive(k) && strides_positive(v);
+  c.kv_heads_in_rows = detail::heads_in_rows(k) && detail::heads_in_rows(v);
   check_device(k, "k", q);
   check_device(v, "v", q);
   c.q = q.data;

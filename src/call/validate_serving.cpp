@@ -127,6 +127,7 @@ void finish_problem(Problem& p, const TensorView& q, const TensorView& k, const 
   p.rows_wide = detail::rows_wide(q) && detail::rows_wide(k) && detail::rows_wide(v);
   p.batch_folds = detail::batch_folds(q) && detail::batch_folds(k) && detail::batch_folds(v);
   p.kv_strides_positive = detail::strides_positive(k) && detail::strides_positive(v);
+  p.kv_heads_in_rows = detail::heads_in_rows(k) && detail::heads_in_rows(v);
   // The planner sizes per-sequence work from the bounds: their score count must fit, as dense's.
   const std::int64_t rows = checked_mul(checked_mul(p.batch, p.q_heads, op, "B * Hq"), p.q_len, op, "B * Hq * Lq");
   checked_mul(checked_mul(rows, p.kv_len, op, "the score count B * Hq * Lq * Lk"), 4, op,

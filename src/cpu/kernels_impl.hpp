@@ -188,19 +188,20 @@ const float* row_as_float(const void* base, DType dtype, std::int64_t offset, st
 
 // Requests the caller's K or V rows kVectorPrefetchBytes ahead of the row in use into L2, one
 // row per call: decode reads each row once, with too little arithmetic per byte for the core's
-// own window to keep enough misses in flight. Rows whose last dimension is strided are left
-// to the hardware.
+// own window to keep enough misses in flight; `ahead` rows ahead instead where it is given.
+// Rows whose last dimension is strided are left to the hardware.
 class RowPrefetch {
  public:
   RowPrefetch(const Call& p, const void* base, const Strides& strides, const Sequence& seq, std::int64_t head,
-              std::int64_t width)
+              std::int64_t width, std::int64_t ahead)
       : rows_(p, strides, seq, head) {
     const auto bytes = static_cast<std::int64_t>(size_of(p.dtype));
     if (strides[3] != 1) return;
     base_ = static_cast<const char*>(base);
     bytes_ = bytes;
     row_bytes_ = width * bytes;
-    ahead_ = std::max<std::int64_t>(1, plan::cpu::kVectorPrefetchBytes / std::max<std::int64_t>(row_bytes_, 1));
+    ahead_ = ahead > 0 ? ahead
+                       : std::max<std::int64_t>(1, plan::cpu::kVectorPrefetchBytes / std::max<std::int64_t>(row_bytes_, 1));
     end_row_ = seq.kv_len;
   }
   // Row `row` (of the sequence's key rows) is in use now.
@@ -218,13 +219,14 @@ class RowPrefetch {
 
 // Few rows (decode): each key row is read once, in place where it is float32, and scored
 // against every row; no transposed tile is built.
+// Rows are requested `ahead` rows ahead (RowPrefetch; 0: kVectorPrefetchBytes ahead).
 template <typename RowOf>
 void fold_key_rows(const Call& p, const Workspace& t, const Sequence& seq, std::int64_t kv_head,
-                   std::int64_t rows, RowOf row_of, std::int64_t key, std::int64_t count) {
+                   std::int64_t rows, RowOf row_of, std::int64_t key, std::int64_t count, std::int64_t ahead = 0) {
   const std::int64_t ldk = round_up_lanes(count);
   KeyRows k_rows(p, p.k_strides, seq, kv_head), v_rows(p, p.v_strides, seq, kv_head);
-  RowPrefetch k_ahead(p, p.k, p.k_strides, seq, kv_head, p.head_dim);
-  RowPrefetch v_ahead(p, p.v, p.v_strides, seq, kv_head, p.value_dim);
+  RowPrefetch k_ahead(p, p.k, p.k_strides, seq, kv_head, p.head_dim, ahead);
+  RowPrefetch v_ahead(p, p.v, p.v_strides, seq, kv_head, p.value_dim, ahead);
   // 16-bit rows with a contiguous last dimension are widened in registers, not copied.
   const auto each_row = [&](const void* base, std::int64_t offset, std::int64_t stride, std::int64_t width,
                             float* buffer, auto&& use) {
@@ -359,23 +361,15 @@ TiledTask tiled_task_at(const Call& p, const plan::CpuRoute& r, std::int64_t tas
   return {seq, Rows{pair % p.kv_heads, first, std::clamp<std::int64_t>(seq.q_len - first, 0, r.block_q), p.group}};
 }
 
-// Folds keys [key_begin, key_end) in tiles of tile_keys into the rows' state; then writes
-// the rows to out, or [max, sum, Dv values] per row into `partial` for a later merge.
-void group_task(const Call& p, const Workspace& t, const Sequence& seq, const Rows& rows,
-                std::int64_t key_begin, std::int64_t key_end, std::int64_t tile_keys, float* partial) {
-  if (rows.size() == 0) return;
-  for (std::int64_t row = 0; row < rows.size(); ++row) start_row(p, t, seq, row, rows(row));
-  // Only keys some row can see: tiles wholly masked by causal or window geometry are skipped.
-  key_begin = std::max(key_begin, score::keys_for_row(p, seq, rows.first).begin);
-  key_end = std::min(key_end, score::keys_for_row(p, seq, rows.first + rows.count - 1).end);
-  for (std::int64_t key = key_begin; key < key_end; key += tile_keys) {
-    const std::int64_t count = std::min(tile_keys, key_end - key);
-    if (rows.size() <= kDirectMaxRows) {
-      fold_key_rows(p, t, seq, rows.kv_head, rows.size(), rows, key, count);
-    } else {
-      fold_key_tile(p, t, seq, rows.kv_head, rows.size(), rows, key, count);
-    }
-  }
+// Only keys some row can see: tiles wholly masked by causal or window geometry are skipped.
+KeyRange keys_of_rows(const Call& p, const Sequence& seq, const Rows& rows, std::int64_t key_begin,
+                      std::int64_t key_end) {
+  return {std::max(key_begin, score::keys_for_row(p, seq, rows.first).begin),
+          std::min(key_end, score::keys_for_row(p, seq, rows.first + rows.count - 1).end)};
+}
+
+// The rows' state written out: to out, or [max, sum, Dv values] per row into `partial`.
+void finish_rows(const Call& p, const Workspace& t, const Sequence& seq, const Rows& rows, float* partial) {
   for (std::int64_t row = 0; row < rows.size(); ++row) {
     float* acc = t.accum + row * p.value_dim;
     if (partial != nullptr) {
@@ -386,6 +380,64 @@ void group_task(const Call& p, const Workspace& t, const Sequence& seq, const Ro
       continue;
     }
     finish_row(p, seq, rows(row), t.row_max[row], t.row_sum[row], acc);
+  }
+}
+
+// Folds keys [key_begin, key_end) in tiles of tile_keys into the rows' state; then writes
+// the rows to out, or [max, sum, Dv values] per row into `partial` for a later merge.
+void group_task(const Call& p, const Workspace& t, const Sequence& seq, const Rows& rows,
+                std::int64_t key_begin, std::int64_t key_end, std::int64_t tile_keys, float* partial) {
+  if (rows.size() == 0) return;
+  for (std::int64_t row = 0; row < rows.size(); ++row) start_row(p, t, seq, row, rows(row));
+  const KeyRange keys = keys_of_rows(p, seq, rows, key_begin, key_end);
+  for (std::int64_t key = keys.begin; key < keys.end; key += tile_keys) {
+    const std::int64_t count = std::min(tile_keys, keys.end - key);
+    if (rows.size() <= kDirectMaxRows) {
+      fold_key_rows(p, t, seq, rows.kv_head, rows.size(), rows, key, count);
+    } else {
+      fold_key_tile(p, t, seq, rows.kv_head, rows.size(), rows, key, count);
+    }
+  }
+  finish_rows(p, t, seq, rows, partial);
+}
+
+// A vector task over every key head (heads_together): each chunk of key rows is folded by one
+// head after another, each requesting its slice of the next chunk's rows, so that a chunk's rows
+// arrive while the other heads work.
+// Head h keeps its rows' state at h × vector_rows in the worker's buffers; partials go where the
+// (batch, key head, key block) task would put them.
+void heads_task(const Call& p, const plan::CpuRoute& r, std::byte* scratch, int worker, std::int64_t batch,
+                std::int64_t block, float* partials) {
+  const Sequence seq = call::sequence(p, batch);
+  const Rows all{0, 0, seq.q_len, p.group};
+  if (all.size() == 0) return;
+  const Workspace shared = workspace_of(p, r, scratch, worker, 0);
+  const auto state = [&](std::int64_t h) {
+    Workspace t = shared;
+    t.q += h * r.vector_rows * p.head_dim;
+    t.accum += h * r.vector_rows * p.value_dim;
+    t.row_max = shared.row_max + 2 * h * r.vector_rows;
+    t.row_sum = t.row_max + r.vector_rows;
+    return t;
+  };
+  const auto rows_of = [&](std::int64_t h) { return Rows{h, 0, seq.q_len, p.group}; };
+  for (std::int64_t h = 0; h < p.kv_heads; ++h) {
+    const Workspace t = state(h);
+    for (std::int64_t row = 0; row < all.size(); ++row) start_row(p, t, seq, row, rows_of(h)(row));
+  }
+  const std::int64_t key_begin = score::keys_for_row(p, seq, 0).begin + block * r.keys_per_block;
+  const KeyRange keys = keys_of_rows(p, seq, all, key_begin, key_begin + r.keys_per_block);
+  for (std::int64_t key = keys.begin; key < keys.end; key += r.key_chunk) {
+    const std::int64_t count = std::min(r.key_chunk, keys.end - key);
+    for (std::int64_t h = 0; h < p.kv_heads; ++h) {
+      fold_key_rows(p, state(h), seq, h, all.size(), rows_of(h), key, count, r.key_chunk);
+    }
+  }
+  const std::int64_t partial_floats = r.vector_rows * (p.value_dim + 2);
+  for (std::int64_t h = 0; h < p.kv_heads; ++h) {
+    const std::int64_t task = batch * p.kv_heads + h;
+    finish_rows(p, state(h), seq, rows_of(h),
+                partials != nullptr ? partials + (task * r.key_blocks + block) * partial_floats : nullptr);
   }
 }
 
@@ -434,6 +486,12 @@ void run_tiled_kernel(const Call& p, const plan::CpuRoute& r, std::byte* scratch
 // Vector: one task per (batch, key head, key block) over all group x Lq rows.
 void vector_pass(const Call& p, const plan::CpuRoute& r, std::byte* scratch, float* partials) {
   const profile::Dispatch dispatch(r.plan.kernel_name.c_str(), r.key_blocks, p.kv_heads, p.batch);
+  if (r.heads_together) {
+    parallel_for(r.plan.workers, p.batch * r.key_blocks, [&](std::int64_t work, int worker) {
+      heads_task(p, r, scratch, worker, work / r.key_blocks, work % r.key_blocks, partials);
+    });
+    return;
+  }
   const std::int64_t partial_floats = r.vector_rows * (p.value_dim + 2);
   parallel_for(r.plan.workers, p.batch * p.kv_heads * r.key_blocks, [&](std::int64_t work, int worker) {
     const std::int64_t task = work / r.key_blocks;

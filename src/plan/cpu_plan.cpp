@@ -159,11 +159,19 @@ std::string kernel_name(const char* route, DType dtype) {
 
 void build_vector(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& fit) {
   auto& reasons = r.plan.reasons;
-  const std::int64_t tasks = p.batch * p.kv_heads;
   const std::int64_t span = visible_key_span(p);
   r.vector_rows = p.group * p.q_len;
-  r.key_chunk = fit.a;
+  // Key rows that hold every head are read whole, once: a task per (batch, key head) would read
+  // a head's slice of each row, a few cache lines every row stride.
+  r.heads_together = p.kv_heads_in_rows && r.vector_rows <= kVectorMaxRows;
+  const std::int64_t tasks = r.heads_together ? p.batch : p.batch * p.kv_heads;
+  r.key_chunk = r.heads_together ? std::min(fit.a, kVectorHeadsKeyChunk) : fit.a;
   r.key_blocks = 1;
+  if (r.heads_together) {
+    reasons.push_back(format("key heads together: K and V rows hold all {} key heads, so each task walks its "
+                             "rows once for every head, {} keys at a time",
+                             p.kv_heads, r.key_chunk));
+  }
   if (tasks < cpu.threads && span >= 2 * kVectorMinKeysPerBlock) {
     const std::int64_t wanted = ceil_div(cpu.threads * kVectorBlocksPerThread, std::max<std::int64_t>(tasks, 1));
     r.key_blocks = std::clamp<std::int64_t>(span / kVectorMinKeysPerBlock, 1, wanted);
@@ -174,25 +182,30 @@ void build_vector(CpuRoute& r, const Problem& p, const CpuInfo& cpu, const Fit& 
   const int passes = r.key_blocks > 1 ? 2 : 1;
   r.plan.kernel = route::Vector{passes, r.key_blocks, passes};
   r.merge_kernel_name = std::string("heed_cpu_vector_merge_") + short_name(p.dtype);
-  reasons.push_back(format("key blocks: {} of {} keys ({} (batch x key head) tasks for {} threads; "
+  reasons.push_back(format("key blocks: {} of {} keys ({} {} tasks for {} threads; "
                            "{} keys visible per row{}, >= {} keys per block)",
-                           r.key_blocks, r.keys_per_block, tasks, cpu.threads, span,
+                           r.key_blocks, r.keys_per_block, tasks, r.heads_together ? "batch" : "(batch x key head)",
+                           cpu.threads, span,
                            p.window ? " in the window" : "", kVectorMinKeysPerBlock));
   if (passes == 2) reasons.push_back("two passes: partial max, sum and output per block, merged exactly");
   const std::int64_t work = tasks * r.key_blocks;
   r.plan.workers = static_cast<int>(std::min<std::int64_t>(cpu.threads, work));
   const auto workers = static_cast<std::size_t>(r.plan.workers);
   ScratchLayout layout;
-  const std::int64_t rows = r.vector_rows;
+  // Every head's rows and running state per worker where heads go together.
+  const std::int64_t rows = r.heads_together ? checked_mul(r.vector_rows, p.kv_heads, op_of(p), "rows") : r.vector_rows;
   r.q_rows = layout.add("q_rows", float_bytes(p, rows, p.head_dim, "q rows"), workers);
   r.k_row = layout.add("k_rows", float_bytes(p, kKeyLanes, p.head_dim, "k rows"), workers);
   r.k_rows = layout.add("k_chunk_t", float_bytes(p, key_lanes(r.key_chunk), p.head_dim, "k chunk"), workers);
   r.v_rows = layout.add("v_chunk", float_bytes(p, r.key_chunk, p.value_dim, "v chunk"), workers);
-  r.scores = layout.add("scores", float_bytes(p, rows, key_lanes(r.key_chunk), "scores"), workers);
+  r.scores = layout.add("scores", float_bytes(p, r.vector_rows, key_lanes(r.key_chunk), "scores"), workers);
   r.accum = layout.add("accum", float_bytes(p, rows, p.value_dim, "accum"), workers);
   r.stats = layout.add("row_max_sum", float_bytes(p, rows, 2, "row stats"), workers);
   if (passes == 2) {
-    r.partials = layout.add("partials", float_bytes(p, checked_mul(work, rows, op_of(p), "partials"), p.value_dim + 2, "partials"));
+    // [(batch, key head, key block)][rows][Dv + 2] in either task order.
+    const std::int64_t blocks = checked_mul(p.batch * p.kv_heads, r.key_blocks, op_of(p), "partials");
+    r.partials = layout.add("partials", float_bytes(p, checked_mul(blocks, r.vector_rows, op_of(p), "partials"),
+                                                   p.value_dim + 2, "partials"));
   }
   r.plan.buffers = layout.buffers();
   r.plan.scratch_bytes = layout.total_bytes();

@@ -18,8 +18,10 @@ struct CpuRoute {
   AttentionPlan plan;
   std::string merge_kernel_name;  // vector, two passes
 
-  // Vector: tasks are (batch, key head, key block); rows = group × Lq query rows each.
+  // Vector: tasks are (batch, key head, key block); rows = group × Lq query rows each. With
+  // heads_together, (batch, key block) over every key head, rows walked once for all heads.
   std::int64_t vector_rows = 0;
+  bool heads_together = false;
   std::int64_t key_blocks = 1;
   std::int64_t keys_per_block = 0;
   std::int64_t key_chunk = 0;

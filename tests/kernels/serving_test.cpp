@@ -39,9 +39,16 @@ struct RaggedCase {
   Layout out_layout = Layout::Contiguous;  // of out and lse
   bool head_major = false;                 // q, k and v stored [H, total, E]
   bool empty_rows = false;                 // some rows see no key
+  bool heads_together = false;             // the vector route folds every key head in one task
   DType dtype = DType::Float32;
   RouteChoice route = RouteChoice::Auto;
 };
+
+// Where a case expects the vector route to fold all key heads of a row together, its plan says so.
+void expect_heads_together(const AttentionPlan& plan, bool expected, RouteChoice route) {
+  if (!expected || (route != RouteChoice::Auto && route != RouteChoice::Vector)) return;
+  EXPECT_NE(plan.explain().find("key heads together"), std::string::npos);
+}
 
 void PrintTo(const RaggedCase& c, std::ostream* os) { *os << c.name; }
 
@@ -68,6 +75,10 @@ std::vector<RaggedCase> ragged_shapes() {
       // A long decode beside a short one: the vector route splits the long one's keys into blocks.
       {.name = "long_decode_split", .q_lens = {1, 2}, .kv_lens = {4000, 3}, .q_heads = 4, .kv_heads = 1,
        .causal = true, .sinks = true},
+      // Decode rows over [total, Hkv, E] keys: one task folds every key head; the long sequence's
+      // keys in blocks, merged.
+      {.name = "decode_heads_together", .q_lens = {1, 2, 0, 1}, .kv_lens = {700, 1500, 5, 0}, .q_heads = 8,
+       .kv_heads = 4, .causal = true, .sinks = true, .empty_rows = true, .heads_together = true},
       {.name = "single_1x1", .q_lens = {1}, .kv_lens = {1}, .q_heads = 1, .kv_heads = 1, .head_dim = 32,
        .value_dim = 32},
       // No sequence has a key: zeros everywhere, lse the sinks' logits.
@@ -136,6 +147,7 @@ TEST_P(Ragged, MatchesOracle) {
   const AttentionPlan plan = plan_attention_varlen(q.view(), k.view(), v.view(), batch, options);
   SCOPED_TRACE(plan.explain());
   expect_route(plan, c.route);
+  expect_heads_together(plan, c.heads_together, c.route);
   EXPECT_NE(plan.explain().find("ragged: " + std::to_string(c.q_lens.size()) + " sequences"), std::string::npos);
   attention_varlen(q.view(), k.view(), v.view(), batch, o.out.view(), scale, options);
   expect_matches(o, ref, c.dtype, true, c.empty_rows);
@@ -163,6 +175,7 @@ struct PagedCase {
   Layout q_layout = Layout::Contiguous;     // of q, out and lse
   std::int64_t table_pad = 0;               // block-table rows this many entries apart beyond max_pages
   bool empty_rows = false;
+  bool heads_together = false;  // the vector route folds every key head in one task
   DType dtype = DType::Float32;
   RouteChoice route = RouteChoice::Auto;
 };
@@ -171,7 +184,11 @@ void PrintTo(const PagedCase& c, std::ostream* os) { *os << c.name; }
 
 std::vector<PagedCase> paged_shapes() {
   return {
-      {.name = "decode_ps16_gqa", .kv_lens = {1, 100, 0, 257, 16}, .q_heads = 8, .kv_heads = 2, .empty_rows = true},
+      {.name = "decode_ps16_gqa", .kv_lens = {1, 100, 0, 257, 16}, .q_heads = 8, .kv_heads = 2, .empty_rows = true,
+       .heads_together = true},
+      // One long sequence with its key heads together: key blocks over the batch, merged.
+      {.name = "decode_ps16_heads_together_split", .kv_lens = {5000}, .q_heads = 8, .kv_heads = 4,
+       .causal = true, .window = 3000, .sinks = true, .heads_together = true},
       {.name = "decode_ps1_mqa_sinks", .kv_lens = {5, 1, 30}, .page_size = 1, .q_heads = 4, .kv_heads = 1,
        .sinks = true},
       {.name = "decode_ps64_shared_window", .kv_lens = {200, 150, 64}, .page_size = 64, .causal = true,
@@ -267,6 +284,7 @@ TEST_P(Paged, MatchesOracle) {
   const AttentionPlan plan = plan_attention_paged(q.view(), k_cache.view(), v_cache.view(), kv, options);
   SCOPED_TRACE(plan.explain());
   expect_route(plan, c.route);
+  expect_heads_together(plan, c.heads_together, c.route);
   EXPECT_NE(plan.explain().find("paged: " + std::to_string(batch) + " sequences"), std::string::npos);
   EXPECT_NE(plan.explain().find("pages of " + std::to_string(c.page_size)), std::string::npos);
   attention_paged(q.view(), k_cache.view(), v_cache.view(), kv, o.out.view(), scale, options);
