@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "cpu/isa.hpp"
 #include "cpu/load.hpp"
@@ -260,8 +261,7 @@ void fold_key_rows(const Call& p, const Workspace& t, const Sequence& seq, std::
     // 16-bit value rows read in place by the register-blocked product, 16 keys at a time:
     // each value is widened once (not once per row), the rows stay in L1 while every column
     // block passes over them, and the stream stays sequential. (float32 rows stream faster
-    // through the per-key loop below: 1 thread, Llama decode 32k keys, 27 vs 31 ms.) Keys
-    // that straddle a page take the per-key loop.
+    // through the per-key loop below: 1 thread, Llama decode 32k keys, 27 vs 31 ms.)
     const auto accumulate = [&](const auto* v) {
       for (std::int64_t j = 0; j < count; j += kKeyLanes) {
         const std::int64_t n = std::min(kKeyLanes, count - j);
@@ -271,9 +271,10 @@ void fold_key_rows(const Call& p, const Workspace& t, const Sequence& seq, std::
                                          p.value_dim, t.accum);
           continue;
         }
-        for (std::int64_t i = j; i < j + n; ++i) {
-          microkernel::axpy_all_rows(t.scores + i, ldk, rows, v + v_rows.offset(key + i), p.value_dim, t.accum);
-        }
+        // Keys that straddle pages: the same product over each key's own row.
+        const std::remove_reference_t<decltype(*v)>* gathered[kKeyLanes];
+        for (std::int64_t i = 0; i < n; ++i) gathered[i] = v + v_rows.offset(key + j + i);
+        microkernel::accumulate_gathered_values(t.scores + j, ldk, rows, n, gathered, p.value_dim, t.accum);
       }
     };
     if (p.dtype == DType::BFloat16) return accumulate(static_cast<const microkernel::Bf16*>(p.v));

@@ -246,16 +246,18 @@ inline float exp2_shifted(float* s, std::int64_t count, float shift) {
 // The one GEMM register block: C[R × P vectors] (=|+=) A[R × n] · B[n × P vectors], A's rows
 // lda apart (its columns contiguous), B's rows ldb apart, C's rows ldc apart. Scores are
 // Q·Kᵀ with Kᵀ stored [D × ldk]; the value update is P·V into the accumulators.
-template <int R, int P, bool Accumulate, typename T>
-[[gnu::always_inline]] inline void gemm_block(const float* a, std::int64_t lda, const T* b, std::int64_t ldb,
-                                              std::int64_t n, float* c, std::int64_t ldc) {
+// B's row k is row_of(k) (gemm_block: b + k · ldb; gathered value rows: their own addresses).
+template <int R, int P, bool Accumulate, typename RowOf>
+[[gnu::always_inline]] inline void gemm_block_rows(const float* a, std::int64_t lda, RowOf row_of, std::int64_t n,
+                                                   float* c, std::int64_t ldc) {
   vec sum[R][P];
   for (int r = 0; r < R; ++r) {
     for (int part = 0; part < P; ++part) sum[r][part] = Accumulate ? load(c + r * ldc + part * kVectorLanes) : vec{};
   }
   for (std::int64_t k = 0; k < n; ++k) {
     vec row[P];
-    for (int part = 0; part < P; ++part) row[part] = load(b + k * ldb + part * kVectorLanes);
+    const auto* b = row_of(k);
+    for (int part = 0; part < P; ++part) row[part] = load(b + part * kVectorLanes);
     for (int r = 0; r < R; ++r) {
       const float scalar = a[r * lda + k];
       for (int part = 0; part < P; ++part) sum[r][part] += scalar * row[part];
@@ -264,6 +266,12 @@ template <int R, int P, bool Accumulate, typename T>
   for (int r = 0; r < R; ++r) {
     for (int part = 0; part < P; ++part) store(c + r * ldc + part * kVectorLanes, sum[r][part]);
   }
+}
+
+template <int R, int P, bool Accumulate, typename T>
+[[gnu::always_inline]] inline void gemm_block(const float* a, std::int64_t lda, const T* b, std::int64_t ldb,
+                                              std::int64_t n, float* c, std::int64_t ldc) {
+  gemm_block_rows<R, P, Accumulate>(a, lda, [&](std::int64_t k) { return b + k * ldb; }, n, c, ldc);
 }
 
 // R rows of scores: wide key blocks, then 16-key blocks.
@@ -450,6 +458,38 @@ inline void value_rows(const float* p, std::int64_t ldp, std::int64_t count, con
     gemm_block<R, kParts, true>(p, ldp, v + column, ldv, count, acc + column, value_dim);
   }
   for (; column < value_dim; ++column) value_column<R>(p, ldp, count, v + column, ldv, acc + column, value_dim);
+}
+
+// ACC[R × Dv] += P[R × count] · V[count × Dv] for value rows at their own addresses v[j]
+// (pages of fewer keys than a block), register-blocked as value_rows.
+template <int R, typename T>
+inline void gathered_value_rows(const float* p, std::int64_t ldp, std::int64_t count, const T* const* v,
+                                std::int64_t value_dim, float* acc) {
+  constexpr std::int64_t kWideColumns = kWide * kVectorLanes;
+  std::int64_t column = 0;
+  for (; column + kWideColumns <= value_dim; column += kWideColumns) {
+    gemm_block_rows<R, kWide, true>(p, ldp, [&](std::int64_t k) { return v[k] + column; }, count, acc + column,
+                                    value_dim);
+  }
+  for (; column + kValueBlock <= value_dim; column += kValueBlock) {
+    gemm_block_rows<R, kParts, true>(p, ldp, [&](std::int64_t k) { return v[k] + column; }, count, acc + column,
+                                     value_dim);
+  }
+  for (; column < value_dim; ++column) {
+    for (int r = 0; r < R; ++r) {
+      float sum = acc[r * value_dim + column];
+      for (std::int64_t j = 0; j < count; ++j) sum += p[r * ldp + j] * to_float(v[j][column]);
+      acc[r * value_dim + column] = sum;
+    }
+  }
+}
+
+template <typename T>
+inline void accumulate_gathered_values(const float* p, std::int64_t ldp, std::int64_t rows, std::int64_t count,
+                                       const T* const* v, std::int64_t value_dim, float* acc) {
+  for_row_blocks(rows, [&]<int R>(std::int64_t row) {
+    gathered_value_rows<R>(p + row * ldp, ldp, count, v, value_dim, acc + row * value_dim);
+  });
 }
 
 // ACC[rows × Dv] += P[rows × count] (row stride ldp) · V[count × Dv] (rows ldv apart, float32,
