@@ -1,5 +1,5 @@
-// The Hopper tiled route's dispatch: TMA tensor maps of K and V (and of Q and the output where
-// their rows allow) for the call, then the instance compiled for the plan's entry of
+// The Hopper tiled route's dispatch: TMA tensor maps of K and V by form (and of Q and the output
+// where their rows allow) for the call, then the instance compiled for the plan's entry of
 // kHopperConfigs (the generated instance files) on grid [row_blocks, Hkv, B], recorded by the
 // profiler.
 
@@ -15,6 +15,7 @@
 #include "cuda/check.hpp"
 #include "cuda/launch.hpp"
 #include "cuda/tensor_map.hpp"
+#include "cuda/vector_keys.hpp"
 #include "heed/error.hpp"
 #include "plan/cuda_tables.hpp"
 
@@ -50,26 +51,39 @@ void run_tiled_hopper(const TiledArgs& args, const plan::CudaRoute& route, cudaS
   static_cast<TiledArgs&>(a) = args;
   a.pingpong = s.pingpong;
   const int block_n = static_cast<int>(s.block_n);
-  // A ragged batch's maps are its [total, H, E] tensors as one batch; a block reads its
-  // sequence's rows from cu_seqlens. Keys of a tile past its sequence are masked like any.
-  const bool ragged = args.form == call::Form::Ragged;
-  Call maps = args;
-  if (ragged) {
-    maps.batch = 1;
-    maps.q_len = args.seqs.total_q;
-    maps.kv_len = args.seqs.total_k;
+  // K and V maps by form, as the TMA vector kernel's (vector_keys.hpp): dense [B, Hkv, Lk]; a
+  // ragged batch's [total_k] rows as one batch, each block reading its sequence's from cu_seqlens
+  // (keys of a tile past it are masked like any); a paged cache's pages as num_pages batches of
+  // page_size rows, a tile copied as boxes of one page each.
+  const bool paged = args.form == call::Form::Paged;
+  if (paged && args.page_size % plan::cuda::kHopperPageKeys != 0) {
+    throw Error(ErrorKind::Internal, format("[heed::attention] the Hopper tiled kernel planned for pages of {} keys",
+                                            args.page_size));
   }
-  a.k_map = kv_tensor_map(args.k, args.dtype, maps, args.head_dim, maps.kv_len, maps.batch, args.k_strides, block_n,
-                          "the Hopper tiled kernel's k");
-  a.v_map = kv_tensor_map(args.v, args.dtype, maps, args.value_dim, maps.kv_len, maps.batch, args.v_strides,
-                          block_n, "the Hopper tiled kernel's v");
-  if (row_tensor_map_fits(args.q, maps, args.q_strides)) {
-    a.q_map = row_tensor_map(args.q, args.dtype, maps, args.head_dim, args.q_strides, "the Hopper tiled kernel's q");
+  const vector_tma::MapExtent extent = vector_tma::map_extent(args, args.kv_len);
+  a.key_box = paged ? plan::cuda::hopper_page_box_keys(args.page_size, block_n) : block_n;
+  a.key_boxes = block_n / a.key_box;
+  // A cache of no pages may come with null k and v (its blocks load no tile): q's address
+  // stands in so that the maps encode.
+  const auto data = [&](const void* operand) { return operand != nullptr ? operand : args.q; };
+  a.k_map = kv_tensor_map(data(args.k), args.dtype, args, args.head_dim, extent.keys, extent.batches, args.k_strides,
+                          a.key_box, "the Hopper tiled kernel's k");
+  a.v_map = kv_tensor_map(data(args.v), args.dtype, args, args.value_dim, extent.keys, extent.batches,
+                          args.v_strides, a.key_box, "the Hopper tiled kernel's v");
+  // Queries placed by cu_seqlens_q (ragged, chunked paged) are one batch of total_q rows.
+  const bool q_rows = args.seqs.cu_q != nullptr;
+  Call rows = args;
+  if (q_rows) {
+    rows.batch = 1;
+    rows.q_len = args.seqs.total_q;
+  }
+  if (row_tensor_map_fits(args.q, rows, args.q_strides)) {
+    a.q_map = row_tensor_map(args.q, args.dtype, rows, args.head_dim, args.q_strides, "the Hopper tiled kernel's q");
     a.q_rows_tma = true;
   }
-  // A TMA store clips at the tensor's end only: a ragged sequence's last box would write the
-  // next sequence's rows, so its rows go by the consumers' guarded stores.
-  if (!ragged && row_tensor_map_fits(args.out, args, args.out_strides)) {
+  // A TMA store clips at the tensor's end only: a sequence's last box of total_q rows would write
+  // the next sequence's rows, so those go by the consumers' guarded stores.
+  if (!q_rows && row_tensor_map_fits(args.out, args, args.out_strides)) {
     a.out_map = row_tensor_map(args.out, args.dtype, args, args.value_dim, args.out_strides,
                                "the Hopper tiled kernel's out");
     a.out_rows_tma = true;

@@ -9,11 +9,14 @@
 
 namespace heed::cuda {
 
-// The tiled kernel's arguments plus the TMA tensor maps of K and V (dims D, Lk, Hkv, B) and,
-// where their rows allow (cuda/tensor_map.hpp, row_tensor_map_fits), of Q and the output as
-// packed rows; built on the host for each call, taken as a __grid_constant__ parameter.
+// The tiled kernel's arguments plus the TMA tensor maps of K and V (dims D, keys, Hkv, batches by
+// form: cuda/vector_keys.hpp's map_extent) and, where their rows allow (cuda/tensor_map.hpp,
+// row_tensor_map_fits), of Q and the output as packed rows; built on the host for each call,
+// taken as a __grid_constant__ parameter.
 struct HopperArgs : TiledArgs {
   CUtensorMap k_map, v_map, q_map, out_map;
+  int key_box = 0;            // keys per K / V box: the tile's block_n, paged hopper_page_box_keys
+  int key_boxes = 1;          // boxes per key tile (block_n / key_box)
   bool q_rows_tma = false;    // Q by TMA (else 16-byte cp.async copies by the consumers)
   bool out_rows_tma = false;  // the output by TMA stores (else stores by the consumers)
   bool pingpong = true;       // the consumer warpgroups take turns to issue wgmma

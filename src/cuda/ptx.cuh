@@ -139,6 +139,11 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
+// 16 zero bytes at a shared::cta address, an ordinary (generic-proxy) store.
+__device__ __forceinline__ void st_shared_zero_16(unsigned address) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(address), "r"(0u) : "memory");
+}
+
 // --- TMA (cp.async.bulk.tensor, sm_90) -------------------------------------------------------
 
 // One box of a 4-d tensor map (columns, rows of one (key head, batch)) into shared memory at

@@ -58,5 +58,3 @@ HEED_HOST_DEVICE LaneBlock k_lane(int lane) { return {(lane & 7) + ((lane >> 4) 
 HEED_HOST_DEVICE LaneBlock v_lane(int lane) { return {lane & 15, lane >> 4}; }
 
 }  // namespace heed::cuda::tiled
-
-#undef HEED_HOST_DEVICE

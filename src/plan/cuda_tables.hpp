@@ -4,6 +4,7 @@
 // docs/decisions.md.
 
 #include <cstdint>
+#include <numeric>
 
 namespace heed::plan::cuda {
 
@@ -489,8 +490,19 @@ constexpr std::int64_t hopper_exchange_bytes(const HopperConfig& c) {
 constexpr std::int64_t hopper_barrier_offset(const HopperConfig& c) {
   return hopper_exchange_offset(c) + hopper_exchange_bytes(c);
 }
+// mbarriers: full / empty K and V per stage, Q per consumer, and the paged form's tail tile of V.
+constexpr std::int64_t hopper_barrier_count(const HopperConfig& c) { return 4 * c.stages + c.consumers + 1; }
 constexpr std::int64_t hopper_shared_bytes(const HopperConfig& c) {
-  return hopper_barrier_offset(c) + 8 * (4 * c.stages + c.consumers) + 1024;  // full/empty K/V, Q per consumer
+  return hopper_barrier_offset(c) + 8 * hopper_barrier_count(c) + 1024;
+}
+
+// Paged keys on the wgmma kernel: a key tile is copied as TMA boxes of keys of one page each,
+// pages of a multiple of kHopperPageKeys keys (a P·V step's 16 keys; whole 1024-byte swizzle
+// atoms per box). A box holds the most keys dividing both the page and the tile (multiples of
+// 16), so that no box crosses a page: page 16 takes 16-key boxes, page 256 a 128-key tile whole.
+inline constexpr std::int64_t kHopperPageKeys = 16;
+constexpr int hopper_page_box_keys(std::int64_t page_size, int block_n) {
+  return static_cast<int>(std::gcd(page_size, std::int64_t{block_n}));
 }
 
 // The tiled kernel indexes with 32-bit integers: Lq and Lk below this, packed rows (group × Lq)

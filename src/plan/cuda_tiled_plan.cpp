@@ -97,8 +97,14 @@ void choose_launch_order(const Problem& p, const CudaDeviceInfo& device, CudaTil
 // sequence.
 std::string serving_reason(const Problem& p, const CudaTiledShape& s) {
   const std::string keys =
-      p.form == call::Form::Ragged
-          ? std::string("keys at cu_seqlens_k[b] of k and v")
+      p.form == call::Form::Ragged ? std::string("keys at cu_seqlens_k[b] of k and v")
+      : s.wgmma
+          ? format("keys read in place from pages of {} keys by the block table: a {}-key tile as TMA boxes of {} "
+                   "keys, each from one page (the producer warp's lanes read the tile's block-table entries, "
+                   "clamped to the cache); boxes past the sequence are addressed past the cache and read as zeros, "
+                   "and the V rows past its last key in a partial box (a page's tail, which may hold NaN) are "
+                   "zeroed in shared memory before P·V",
+                   p.page_size, s.block_n, hopper_page_box_keys(p.page_size, static_cast<int>(s.block_n)))
           : format("keys read in place from pages of {} keys by the block table (a tile's rows at one stride from "
                    "its first while they share a page, {})",
                    p.page_size,
@@ -127,10 +133,10 @@ std::string hopper_why_not(const Problem& p, const CudaDeviceInfo& device, int i
                   "Dv {}",
                   built, p.head_dim, p.value_dim);
   }
-  if (p.form == call::Form::Paged) {
-    return "paged keys stay on the mma.sync kernel (the wgmma kernel's TMA tensor maps describe one strided [B, H, "
-           "L, D] tensor; a tile of a paged sequence spans pages of the block table, which the mma.sync kernel "
-           "addresses row by row)";
+  if (p.form == call::Form::Paged && p.page_size % kHopperPageKeys != 0) {
+    return format("pages of {} keys stay on the mma.sync kernel (the wgmma kernel copies a key tile as TMA boxes of "
+                  "a multiple of {} keys from one page each: pages of a multiple of {} keys)",
+                  p.page_size, kHopperPageKeys, kHopperPageKeys);
   }
   if (p.has_lse) return "lse stays on the mma.sync kernel (the wgmma kernel writes no lse so far)";
   if (p.mask_kind != MaskKind::None) {

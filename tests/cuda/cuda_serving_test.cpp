@@ -480,18 +480,31 @@ void fuzz_paged(DType dtype, std::mt19937_64& rng) {
     IntTensor cu_host(Shape{batch + 1}, garbage(static_cast<std::size_t>(batch + 1), rng));
     DeviceTensor cu_dev(cu_host.view());
     Guarded out(Shape{rows, q_heads, head_dim}, dtype), lse(Shape{rows, q_heads}, DType::Float32);
+    // Chunked and tiled, with lse the mma.sync kernel; without it the wgmma kernel on Hopper (its
+    // boxes from the block table, the partial box's V rows cleared), asserted so that a fallback
+    // cannot leave it unfuzzed.
     for (const RouteChoice route : {RouteChoice::Vector, RouteChoice::Tiled, RouteChoice::Auto}) {
-      if (route == RouteChoice::Tiled && (dtype == DType::Float32 || !chunked)) continue;  // tiled: 16-bit prefill
-      AttentionOptions options;
-      options.route = route;
-      options.causal = true;
-      options.lse = lse.view;
-      PagedKv kv{table_dev.view(), lens_dev.view(), std::nullopt, max_q, max_pages * page_size};
-      if (chunked) kv.cu_seqlens_q = cu_dev.view();
-      attention_paged(q.view(), k.view(), v.view(), kv, out.view, 0.125f, options);
-      cuda_ok(cudaDeviceSynchronize(), "paged call on garbage metadata");
-      EXPECT_TRUE(out.canaries_intact());
-      EXPECT_TRUE(lse.canaries_intact());
+      for (const bool with_lse : {true, false}) {
+        if (route == RouteChoice::Tiled && (dtype == DType::Float32 || !chunked)) continue;  // tiled: 16-bit prefill
+        AttentionOptions options;
+        options.route = route;
+        options.causal = true;
+        if (with_lse) options.lse = lse.view;
+        PagedKv kv{table_dev.view(), lens_dev.view(), std::nullopt, max_q, max_pages * page_size};
+        if (chunked) kv.cu_seqlens_q = cu_dev.view();
+#if defined(HEED_CUDA_SM90A)
+        if (route == RouteChoice::Tiled && !with_lse && on_hopper()) {
+          const AttentionPlan plan = plan_attention_paged(q.view(), k.view(), v.view(), kv, options);
+          if (plan.explain().find("HEED_CUDA_TILED=mma") == std::string::npos) {
+            EXPECT_EQ(plan.kernel_name, std::string("heed_cuda_tiled_wgmma_") + short_name(dtype)) << plan.explain();
+          }
+        }
+#endif
+        attention_paged(q.view(), k.view(), v.view(), kv, out.view, 0.125f, options);
+        cuda_ok(cudaDeviceSynchronize(), "paged call on garbage metadata");
+        EXPECT_TRUE(out.canaries_intact());
+        EXPECT_TRUE(lse.canaries_intact());
+      }
     }
   }
 }

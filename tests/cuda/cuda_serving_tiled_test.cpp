@@ -1,9 +1,12 @@
 // The serving forms on the CUDA tiled route (RouteChoice::Tiled, whatever auto would pick) against
 // the float64 serving oracle: ragged batches with empty and length-1 sequences, Lq > Lk under
 // causal, windows, sinks, softcap, GQA and MQA; paged chunked prefill at page sizes 1 to 256 with
-// shared, shuffled block tables and non-contiguous table rows; every call with an lse output, the
-// outputs poisoned before each run. Metadata lives on the device, as an engine's does. Label
-// `gpu`: skipped without a device.
+// shared, shuffled block tables and non-contiguous table rows, token- and head-major caches; every
+// call with and without an lse output, the outputs poisoned before each run. The pages no
+// sequence reads and the unread tails of read pages hold NaN. On a 9.0 device with sm_90a code,
+// the cases marked `wgmma` must run the wgmma kernel without lse (paged_wgmma_* cover its paged
+// boxes: partial last boxes, boxes past the sequence, each entry's tile and box size). Metadata
+// lives on the device, as an engine's does. Label `gpu`: skipped without a device.
 
 #include <gtest/gtest.h>
 
@@ -57,6 +60,7 @@ struct ServingCase {
   std::int64_t shared_pages = 0;  // paged: sequences b > 0 begin with sequence 0's first pages
   std::int64_t table_pad = 0;     // paged: block-table rows this many entries apart beyond max_pages
   bool empty_rows = false;        // some rows see no key
+  bool wgmma = false;             // runs the wgmma kernel on Hopper without lse (expects_wgmma)
   DType dtype = DType::Float16;
 };
 
@@ -78,7 +82,7 @@ std::vector<ServingCase> shapes() {
       {.name = "ragged_sinks_softcap", .q_lens = {9, 0, 31, 12}, .kv_lens = {50, 0, 17, 0}, .q_heads = 4,
        .kv_heads = 4, .causal = true, .sinks = true, .softcap = 5.0f, .empty_rows = true},
       {.name = "ragged_long_rows_d128", .q_lens = {300, 5, 129}, .kv_lens = {300, 700, 129}, .q_heads = 4,
-       .kv_heads = 2, .head_dim = 128, .value_dim = 128, .causal = true},
+       .kv_heads = 2, .head_dim = 128, .value_dim = 128, .causal = true, .wgmma = true},
       {.name = "ragged_d80_dv48_head_major", .q_lens = {12, 40}, .kv_lens = {12, 77}, .q_heads = 4,
        .kv_heads = 1, .head_dim = 80, .value_dim = 48, .head_major = true},
       {.name = "ragged_d256", .q_lens = {33, 2}, .kv_lens = {70, 90}, .q_heads = 2, .kv_heads = 1, .head_dim = 256,
@@ -89,19 +93,50 @@ std::vector<ServingCase> shapes() {
       {.name = "paged_ps1_mqa", .paged = true, .q_lens = {6, 13, 1}, .kv_lens = {50, 13, 70}, .page_size = 1,
        .q_heads = 4, .kv_heads = 1, .causal = true},
       {.name = "paged_ps16_shared_sinks", .paged = true, .q_lens = {5, 1, 0, 17}, .kv_lens = {40, 33, 10, 17},
-       .causal = true, .sinks = true, .shared_pages = 1, .table_pad = 2},
+       .causal = true, .sinks = true, .shared_pages = 1, .table_pad = 2, .wgmma = true},
       {.name = "paged_ps16_lq_gt_lk", .paged = true, .q_lens = {10, 3, 20}, .kv_lens = {4, 0, 20}, .causal = true,
-       .empty_rows = true},
+       .empty_rows = true, .wgmma = true},
       {.name = "paged_ps16_gqa_long", .paged = true, .q_lens = {64, 65}, .kv_lens = {1000, 65}, .q_heads = 8,
-       .kv_heads = 1, .shared_pages = 3},
+       .kv_heads = 1, .shared_pages = 3, .wgmma = true},
       {.name = "paged_ps64_head_major_window", .paged = true, .q_lens = {30, 2}, .kv_lens = {130, 64},
        .page_size = 64, .q_heads = 6, .kv_heads = 2, .head_dim = 128, .value_dim = 128, .causal = true,
-       .window = 40, .head_major = true, .table_pad = 3},
+       .window = 40, .head_major = true, .table_pad = 3, .wgmma = true},
       {.name = "paged_ps256_shared_softcap", .paged = true, .q_lens = {200, 17, 100}, .kv_lens = {300, 17, 600},
-       .page_size = 256, .causal = true, .softcap = 5.0f, .shared_pages = 1},
+       .page_size = 256, .causal = true, .softcap = 5.0f, .shared_pages = 1, .wgmma = true},
       {.name = "paged_ps7", .paged = true, .q_lens = {6, 13}, .kv_lens = {50, 13}, .page_size = 7, .causal = true},
+      {.name = "paged_ps8", .paged = true, .q_lens = {9, 2}, .kv_lens = {70, 3}, .page_size = 8,
+       .head_dim = 128, .value_dim = 128, .causal = true},
       {.name = "paged_decode_ps16", .paged = true, .q_lens = {1, 1, 1}, .kv_lens = {100, 1, 0}, .decode = true,
-       .q_heads = 8, .kv_heads = 2, .sinks = true},
+       .q_heads = 8, .kv_heads = 2, .sinks = true, .wgmma = true},
+
+      // The wgmma kernel's paged boxes (cuda_tables.hpp, hopper_page_box_keys): 16-key boxes at
+      // page 16 under 128-key tiles (D 128 causal) and 176-key tiles (D 128, not causal), 64-key
+      // boxes at page 64, whole 128-key tiles at page 256, 32-key boxes at page 32 (D 256 at its
+      // 64-key tiles), 16 at page 16 under the depth split (D 512). Lengths of no multiple of 16
+      // (a partial last box, whose V rows past the sequence are NaN in the cache until cleared),
+      // 0 and 1, Lq > Lk rows (zeros), sequences sharing their first pages, padded table rows.
+      {.name = "paged_wgmma_ps16_d128_gqa", .paged = true, .q_lens = {24, 1, 0, 7, 20, 5},
+       .kv_lens = {400, 1, 0, 7, 21, 129}, .q_heads = 8, .kv_heads = 2, .head_dim = 128, .value_dim = 128,
+       .causal = true, .shared_pages = 2, .table_pad = 1, .wgmma = true},
+      {.name = "paged_wgmma_ps16_d128_full_head_major", .paged = true, .q_lens = {40, 3, 9}, .kv_lens = {390, 33, 176},
+       .q_heads = 4, .kv_heads = 1, .head_dim = 128, .value_dim = 128, .head_major = true, .wgmma = true},
+      {.name = "paged_wgmma_ps16_lq_gt_lk_sinks", .paged = true, .q_lens = {30, 4, 17}, .kv_lens = {9, 0, 17},
+       .q_heads = 4, .kv_heads = 2, .head_dim = 128, .value_dim = 128, .causal = true, .sinks = true,
+       .empty_rows = true, .wgmma = true},
+      {.name = "paged_wgmma_ps64_window_softcap", .paged = true, .q_lens = {33, 2, 1}, .kv_lens = {333, 64, 65},
+       .page_size = 64, .q_heads = 4, .kv_heads = 2, .head_dim = 128, .value_dim = 128, .causal = true,
+       .window = 70, .softcap = 5.0f, .shared_pages = 1, .table_pad = 2, .wgmma = true},
+      {.name = "paged_wgmma_ps256_head_major_sinks", .paged = true, .q_lens = {20, 1, 16}, .kv_lens = {700, 255, 16},
+       .page_size = 256, .q_heads = 8, .kv_heads = 2, .head_dim = 128, .value_dim = 128, .causal = true,
+       .sinks = true, .head_major = true, .shared_pages = 1, .wgmma = true},
+      {.name = "paged_wgmma_ps32_d256", .paged = true, .q_lens = {20, 3}, .kv_lens = {150, 31}, .page_size = 32,
+       .q_heads = 2, .kv_heads = 1, .head_dim = 256, .value_dim = 256, .causal = true, .wgmma = true},
+      {.name = "paged_wgmma_ps16_d96", .paged = true, .q_lens = {17, 6}, .kv_lens = {90, 6}, .q_heads = 4,
+       .kv_heads = 2, .head_dim = 96, .value_dim = 96, .causal = true, .table_pad = 1, .wgmma = true},
+      {.name = "paged_wgmma_ps16_d512", .paged = true, .q_lens = {9, 2}, .kv_lens = {77, 2}, .q_heads = 2,
+       .kv_heads = 1, .head_dim = 512, .value_dim = 512, .causal = true, .wgmma = true},
+      {.name = "paged_wgmma_ps16_d64_long", .paged = true, .q_lens = {40, 2}, .kv_lens = {2100, 50}, .q_heads = 2,
+       .kv_heads = 1, .softcap = 5.0f, .wgmma = true},
   };
 }
 
@@ -175,6 +210,8 @@ struct ServingRun {
                        c.head_major, rng, 1.0);
     poison_unread_pages(kh, pages);
     poison_unread_pages(vh, pages);
+    poison_page_tails(kh, pages, c.kv_lens);
+    poison_page_tails(vh, pages, c.kv_lens);
     table_host.emplace(Shape{batch, pages.max_pages}, pages.table, c.table_pad);
     seqlens_host.emplace(Shape{batch}, c.kv_lens);
     rows = c.decode ? batch : sum(c.q_lens);
@@ -223,6 +260,21 @@ struct ServingRun {
   }
 };
 
+// Whether the plan must name the wgmma kernel: a case marked for it, without lse, on a 9.0 device
+// with a build holding sm_90a code, unless HEED_CUDA_TILED=mma asks for the other kernel (as
+// ctest's heed_cuda_tests_tiled_mma runs this grid).
+bool expects_wgmma(const ServingCase& c, bool with_lse, const AttentionPlan& plan) {
+#if defined(HEED_CUDA_SM90A)
+  const bool mma_asked = plan.explain().find("HEED_CUDA_TILED=mma") != std::string::npos;
+  return c.wgmma && !with_lse && on_hopper() && !mma_asked;
+#else
+  (void)c;
+  (void)with_lse;
+  (void)plan;
+  return false;
+#endif
+}
+
 class TiledServing : public ::testing::TestWithParam<ServingCase> {};
 
 TEST_P(TiledServing, MatchesOracle) {
@@ -241,11 +293,11 @@ TEST_P(TiledServing, MatchesOracle) {
     const AttentionPlan plan = run.plan(options);
     SCOPED_TRACE(plan.explain());
     ASSERT_TRUE(std::holds_alternative<route::Tiled>(plan.kernel));
-    // Ragged D 128 without lse is the wgmma kernel's on Hopper (unless HEED_CUDA_TILED=mma, as
-    // ctest's heed_cuda_tests_tiled_mma runs it): this grid covers it there.
-    const bool mma_asked = plan.explain().find("HEED_CUDA_TILED=mma") != std::string::npos;
-    if (!c.paged && !with_lse && c.head_dim == 128 && on_hopper() && !mma_asked) {
+    // A silent fallback to the mma.sync kernel fails here.
+    if (expects_wgmma(c, with_lse, plan)) {
       EXPECT_EQ(plan.kernel_name, std::string("heed_cuda_tiled_wgmma_") + short_name(c.dtype));
+    } else if (c.paged && c.page_size % 16 != 0) {
+      EXPECT_EQ(plan.kernel_name, std::string("heed_cuda_tiled_") + short_name(c.dtype));
     }
     EXPECT_NE(plan.explain().find("serving: " + std::to_string(c.kv_lens.size()) + " sequences"), std::string::npos);
     run.run(out.view(), options);

@@ -621,18 +621,62 @@ TEST(CudaTiledServing, RaggedRunsOnTheBoundsGrid) {
   }
 }
 
-// Paged keys: the mma.sync kernel at every page size (row lookups below a tile, run-addressed
-// tiles from one up); the wgmma kernel's tensor maps cannot describe pages, and it says so.
-TEST(CudaTiledServing, PagedRunsTheMmaKernelAtEveryPageSize) {
-  for (std::int64_t page_size : {1, 16, 64, 256}) {
+// Paged keys on Hopper: the wgmma kernel for pages of a multiple of 16 keys, a tile copied as
+// boxes of the most keys dividing both page and tile (16 at page 16, 64 at 64, the whole 128-key
+// tile at 256; 16 for 256-key pages under 176-key tiles); the mma.sync kernel off Hopper.
+TEST(CudaTiledServing, PagedRunsTheWgmmaKernelOnPagesOfAMultipleOf16) {
+  const std::pair<std::int64_t, std::int64_t> page_box[] = {{16, 16}, {48, 16}, {64, 64}, {256, 128}};
+  for (const auto& [page_size, box] : page_box) {
     const plan::Problem p = serving(call::Form::Paged, 4, 37, 1000, page_size);
     const plan::CudaRoute r = tiled_route(p, h200_wgmma());
-    EXPECT_FALSE(r.tiled.wgmma) << r.plan.explain();
-    EXPECT_EQ(r.tiled.row_blocks, 2);  // ceil(4 x 37 / 128)
-    EXPECT_TRUE(mentions(r.plan, "paged keys stay on the mma.sync kernel")) << r.plan.explain();
-    EXPECT_TRUE(mentions(r.plan, format("pages of {} keys by the block table", page_size))) << r.plan.explain();
-    EXPECT_TRUE(mentions(r.plan, page_size >= 64 ? "so whole tiles" : "each row its own page lookup"))
+    EXPECT_TRUE(r.tiled.wgmma) << r.plan.explain();
+    EXPECT_EQ(r.plan.kernel_name, "heed_cuda_tiled_wgmma_bf16");
+    EXPECT_EQ(r.tiled.block_n, 128);  // D 128 causal
+    EXPECT_EQ(plan::cuda::hopper_page_box_keys(page_size, 128), box);
+    EXPECT_EQ(r.tiled.row_blocks, (4 * 37 + r.tiled.block_m - 1) / r.tiled.block_m);
+    EXPECT_TRUE(mentions(r.plan, format("pages of {} keys by the block table: a 128-key tile as TMA boxes of {} keys",
+                                        page_size, box)))
         << r.plan.explain();
+    EXPECT_TRUE(mentions(r.plan, "zeroed in shared memory before P·V")) << r.plan.explain();
+    const plan::CudaRoute ampere = tiled_route(p, a100());
+    EXPECT_FALSE(ampere.tiled.wgmma);
+    EXPECT_TRUE(mentions(ampere.plan, format("pages of {} keys by the block table (a tile's rows", page_size)))
+        << ampere.plan.explain();
+  }
+  plan::Problem full = serving(call::Form::Paged, 2, 100, 1000, 256);
+  full.causal = false;
+  const plan::CudaRoute r = tiled_route(full, h200_wgmma());
+  ASSERT_TRUE(r.tiled.wgmma) << r.plan.explain();
+  EXPECT_EQ(r.tiled.block_n, 176);
+  EXPECT_TRUE(mentions(r.plan, "a 176-key tile as TMA boxes of 16 keys")) << r.plan.explain();
+}
+
+// Pages of other sizes keep the mma.sync kernel on Hopper, saying why; so does paged lse.
+TEST(CudaTiledServing, PagedSaysWhyNotWgmma) {
+  for (std::int64_t page_size : {1, 7, 8, 24, 100}) {
+    const plan::CudaRoute r = tiled_route(serving(call::Form::Paged, 4, 37, 1000, page_size), h200_wgmma());
+    EXPECT_FALSE(r.tiled.wgmma) << r.plan.explain();
+    EXPECT_EQ(r.plan.kernel_name, "heed_cuda_tiled_bf16");
+    EXPECT_TRUE(mentions(r.plan, format("pages of {} keys stay on the mma.sync kernel (the wgmma kernel copies a key "
+                                        "tile as TMA boxes of a multiple of 16 keys from one page each",
+                                        page_size)))
+        << r.plan.explain();
+  }
+  const plan::CudaRoute lse = tiled_route(serving(call::Form::Paged, 4, 37, 1000, 16, true), h200_wgmma());
+  EXPECT_FALSE(lse.tiled.wgmma);
+  EXPECT_TRUE(mentions(lse.plan, "lse stays on the mma.sync kernel")) << lse.plan.explain();
+}
+
+// The serving bench's chunked prefill (the last 2k of 16k keys, 32 / 8 heads, D 128, bf16, page
+// 16, causal) plans the wgmma kernel on the full planner's auto route.
+TEST(CudaTiledServing, PagedChunkedPrefillPlansTheWgmmaKernel) {
+  for (std::int64_t page_size : {16, 64, 256}) {
+    plan::Problem p = problem(1, 32, 8, 2048, 16384, 128, 128, DType::BFloat16);
+    p.form = call::Form::Paged;
+    p.causal = true;
+    p.page_size = page_size;
+    const plan::CudaRoute r = plan::plan_cuda(p, h200_wgmma(), {});
+    EXPECT_EQ(r.plan.kernel_name, "heed_cuda_tiled_wgmma_bf16") << r.plan.explain();
   }
 }
 
