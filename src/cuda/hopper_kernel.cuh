@@ -210,23 +210,15 @@ __device__ __forceinline__ vector_tma::TileCoordinates box_coordinates(const Hop
 
 // One K or V tile into `tile` as key_boxes boxes of key_box keys (each kPanels 64-column panels,
 // box i key_box · i rows into each), completing on `barrier`. Box i's coordinates are lane i's
-// `own` (a paged tile's block-table reads run in parallel); lane 0 issues the copies.
+// `own`, and lane i issues its copies: a paged tile's boxes go out together, not one lane's loop.
 template <typename Tr, int kPanels, bool kPaged>
 __device__ __forceinline__ void load_tile(const HopperArgs& a, const CUtensorMap* map, unsigned tile, unsigned barrier,
                                           const vector_tma::TileCoordinates& own, int head, int lane) {
-  const int boxes = kPaged ? a.key_boxes : 1;
-  for (int box = 0; box < boxes; ++box) {
-    vector_tma::TileCoordinates at = own;
-    if (kPaged) {
-      at.row = __shfl_sync(0xFFFFFFFFu, own.row, box);
-      at.batch = __shfl_sync(0xFFFFFFFFu, own.batch, box);
-    }
-    if (lane == 0) {
-      const unsigned destination = tile + static_cast<unsigned>(box * a.key_box) * 128u;
+  if (lane < (kPaged ? a.key_boxes : 1)) {
+    const unsigned destination = tile + static_cast<unsigned>(lane * a.key_box) * 128u;
 #pragma unroll
-      for (int p = 0; p < kPanels; ++p) {
-        ptx::tma_load_box(destination + p * Tr::kRingPanel, map, barrier, 64 * p, at.row, head, at.batch);
-      }
+    for (int p = 0; p < kPanels; ++p) {
+      ptx::tma_load_box(destination + p * Tr::kRingPanel, map, barrier, 64 * p, own.row, head, own.batch);
     }
   }
 }
@@ -253,7 +245,7 @@ __device__ __forceinline__ void clear_tail_values(unsigned v_tile, unsigned tail
 // The producer: each consumer's Q by TMA where the plan says so, then K and V of the block's
 // tiles into the ring, a stage refilled once the consumers have released it. Dense and ragged
 // tiles are one box each, issued by one thread (lane 0 alone runs this); a paged tile's boxes
-// come from the block table, read by the first warp's lanes (all run this, lane 0 issues). Two
+// come from the block table, read and issued by the first warp's lanes (a lane a box). Two
 // instances, so that the dense one keeps its few registers (24 beside the depth split's consumers).
 template <typename Tr, bool kPaged>
 __device__ __forceinline__ void produce(const HopperArgs& a, const Barriers<Tr::kStages, Tr::kConsumers>& barriers,
@@ -275,22 +267,31 @@ __device__ __forceinline__ void produce(const HopperArgs& a, const Barriers<Tr::
   }
   // Paged: the rows past the sequence's last key in its box (0 where a box ends there).
   const int tail_rows = kPaged ? (block.kv_len + a.key_box - 1) / a.key_box * a.key_box - block.kv_len : 0;
+  // Lane i's box of tile `step`. A paged tile's block-table reads go out a tile ahead, so that
+  // their latency passes while the producer waits for a free stage.
+  const auto coordinates = [&](int step) {
+    const int key = (block.tile_first + step) * Tr::kBlockN + lane * a.key_box;
+    return step < block.n_tiles && lane < (kPaged ? a.key_boxes : 1) ? box_coordinates<kPaged>(a, block, key)
+                                                                      : vector_tma::TileCoordinates{};
+  };
+  vector_tma::TileCoordinates ahead = coordinates(0);
   for (int step = 0; step < block.n_tiles; ++step) {
     const int stage = step % kStages;
     const unsigned reuse = ((step / kStages) + 1) & 1;  // the phase of the stage's last release
     const int key0 = (block.tile_first + step) * Tr::kBlockN;
-    const vector_tma::TileCoordinates own = lane < (kPaged ? a.key_boxes : 1)
-                                                ? box_coordinates<kPaged>(a, block, key0 + lane * a.key_box)
-                                                : vector_tma::TileCoordinates{};
+    const vector_tma::TileCoordinates own = kPaged ? ahead : coordinates(step);
+    if constexpr (kPaged) ahead = coordinates(step + 1);
     // Every loaded tile starts before kv_len: the one that ends past it holds the partial box.
     const bool tail = kPaged && tail_rows > 0 && key0 + Tr::kBlockN > block.kv_len;
     const unsigned k_tile = ring + stage * Tr::kStageBytes, v_tile = k_tile + Tr::kKBytes;
     if (step >= kStages) ptx::mbarrier_wait(barriers.empty_k(stage), reuse);
     if (lane == 0) ptx::mbarrier_expect_bytes(barriers.full_k(stage), Tr::kKBytes);
+    if constexpr (kPaged) __syncwarp();  // the bytes expected before any lane's copy lands
     load_tile<Tr, Tr::D / 64, kPaged>(a, &a.k_map, k_tile, barriers.full_k(stage), own, head, lane);
     if (step >= kStages) ptx::mbarrier_wait(barriers.empty_v(stage), reuse);
     const unsigned v_landed = tail ? barriers.tail_v() : barriers.full_v(stage);
     if (lane == 0) ptx::mbarrier_expect_bytes(v_landed, Tr::kVBytes);
+    if constexpr (kPaged) __syncwarp();
     load_tile<Tr, Tr::Dv / 64, kPaged>(a, &a.v_map, v_tile, v_landed, own, head, lane);
     if (tail) {
       clear_tail_values<Tr>(v_tile, barriers.tail_v(), barriers.full_v(stage), block.kv_len - key0, tail_rows, lane);

@@ -216,20 +216,25 @@ __device__ __forceinline__ void store_warp_out(const Accumulators<NT, kClass>& a
 
 // Lane 0's side of a warp's ring: item `item` (K of tile item / 2 when even, V when odd) into
 // the next slot, as the item's boxes completing on the slot's mbarrier. Items are issued in
-// order: a tile's K item finds its map coordinates (a paged tile's block-table read), its V item
-// reuses them.
+// order: a tile's K item takes the map coordinates found at the previous tile's (a paged tile's
+// block-table read, a tile ahead so that no copy waits for it) and finds the next tile's; its V
+// item reuses them.
 template <unsigned kItemBytes, int kBoxes>
 struct TmaRing {
   unsigned ring, full;
-  int items, first_key, block_step, head;
+  int items, first_key, block_step, head, tiles;
   int slot = 0;
-  TileCoordinates tile;
+  TileCoordinates tile, ahead;
 
   __device__ __forceinline__ void issue(const VectorTmaArgs& a, const Sequence& seq, int item) {
     const unsigned destination = ring + static_cast<unsigned>(slot) * kItemBytes;
     const unsigned barrier = full + 8u * static_cast<unsigned>(slot);
     const bool values = (item & 1) != 0;
-    if (!values) tile = tile_coordinates(a, seq, first_key + (item >> 1) * block_step);
+    if (!values) {
+      const int t = item >> 1;
+      tile = t == 0 ? tile_coordinates(a, seq, first_key) : ahead;
+      if (t + 1 < tiles) ahead = tile_coordinates(a, seq, first_key + (t + 1) * block_step);
+    }
     const CUtensorMap* map = values ? &a.v_map : &a.k_map;
     const TmaItemLayout& layout = values ? a.v_layout : a.k_layout;
     ptx::mbarrier_expect_bytes(barrier, layout.bytes);
@@ -335,7 +340,8 @@ __global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
   const int tiles = keys > warp * kTileKeys ? (keys - warp * kTileKeys + kBlockStep - 1) / kBlockStep : 0;
   const int items = 2 * tiles;
   const int first_key = static_cast<int>(key_begin) + warp * kTileKeys;
-  TmaRing<kItemBytes, kBoxes> ring_in{ring, full, ring_items, first_key, kBlockStep, static_cast<int>(kv_head)};
+  TmaRing<kItemBytes, kBoxes> ring_in{ring, full, ring_items, first_key, kBlockStep, static_cast<int>(kv_head),
+                                     tiles};
   if (lane == 0) {
     for (int item = 0; item < ring_items - 1 && item < items; ++item) ring_in.issue(a, seq, item);
   }
