@@ -7,7 +7,7 @@
 //   - paged decode (attention_paged, q [B, Hq, D]) against dense decode (k, v [B, Hkv, L, D]),
 //     the cache [num_pages, page_size, Hkv, D] with its pages shuffled; bytes of K and V read;
 //   - chunked prefill on a paged cache (the last 2048 queries of each sequence, causal; pages of
-//     16, 64 and 256 keys) against the dense causal call with Lq 2048, Lk 16384;
+//     1, 16, 64 and 256 keys) against the dense causal call with Lq 2048, Lk 16384;
 //   - the host time of one C++ call (case "host"): attention, attention_paged and Runner::run.
 // Metadata lives on the device with max_seqlen_q / max_seqlen_k given, as an engine's does. Each
 // form's output is checked against the dense one's first (the run fails past kTolerance). Each
@@ -616,8 +616,8 @@ void run_cases(Report& r) {
     const std::string what = "paged decode B " + std::to_string(shape.first);
     guarded(r, what.c_str(), [&] { paged_decode(r, shape.first, shape.second); });
   }
-  // Page 16: 16-key boxes of the wgmma kernel's 128-key tiles; 64 and 256: 64-key boxes and whole tiles.
-  for (const std::int64_t page_size : {16, 64, 256}) {
+  // Pages 1 and 16: the wgmma kernel's row copies; 64 and 256: its 64-key boxes and whole tiles.
+  for (const std::int64_t page_size : {1, 16, 64, 256}) {
     for (const std::int64_t batch : {1, 4}) {
       guarded(r, "paged chunked prefill", [&] { paged_chunked_prefill(r, batch, 2048, 16384, page_size); });
     }

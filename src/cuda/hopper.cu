@@ -54,22 +54,23 @@ void run_tiled_hopper(const TiledArgs& args, const plan::CudaRoute& route, cudaS
   // K and V maps by form, as the TMA vector kernel's (vector_keys.hpp): dense [B, Hkv, Lk]; a
   // ragged batch's [total_k] rows as one batch, each block reading its sequence's from cu_seqlens
   // (keys of a tile past it are masked like any); a paged cache's pages as num_pages batches of
-  // page_size rows, a tile copied as boxes of one page each.
+  // page_size rows, a tile copied as boxes of one page each; pages whose boxes would be small,
+  // row by row by the producer warpgroup (no maps).
   const bool paged = args.form == call::Form::Paged;
-  if (paged && args.page_size % plan::cuda::kHopperPageKeys != 0) {
-    throw Error(ErrorKind::Internal, format("[heed::attention] the Hopper tiled kernel planned for pages of {} keys",
-                                            args.page_size));
-  }
-  const vector_tma::MapExtent extent = vector_tma::map_extent(args, args.kv_len);
+  a.row_copies = paged && plan::cuda::hopper_paging(args.page_size, plan::cuda::kHopperConfigs[s.config]) ==
+                              plan::cuda::HopperPaging::Rows;
   a.key_box = paged ? plan::cuda::hopper_page_box_keys(args.page_size, block_n) : block_n;
   a.key_boxes = block_n / a.key_box;
-  // A cache of no pages may come with null k and v (its blocks load no tile): q's address
-  // stands in so that the maps encode.
-  const auto data = [&](const void* operand) { return operand != nullptr ? operand : args.q; };
-  a.k_map = kv_tensor_map(data(args.k), args.dtype, args, args.head_dim, extent.keys, extent.batches, args.k_strides,
-                          a.key_box, "the Hopper tiled kernel's k");
-  a.v_map = kv_tensor_map(data(args.v), args.dtype, args, args.value_dim, extent.keys, extent.batches,
-                          args.v_strides, a.key_box, "the Hopper tiled kernel's v");
+  if (!a.row_copies) {
+    const vector_tma::MapExtent extent = vector_tma::map_extent(args, args.kv_len);
+    // A cache of no pages may come with null k and v (its blocks load no tile): q's address
+    // stands in so that the maps encode.
+    const auto data = [&](const void* operand) { return operand != nullptr ? operand : args.q; };
+    a.k_map = kv_tensor_map(data(args.k), args.dtype, args, args.head_dim, extent.keys, extent.batches,
+                            args.k_strides, a.key_box, "the Hopper tiled kernel's k");
+    a.v_map = kv_tensor_map(data(args.v), args.dtype, args, args.value_dim, extent.keys, extent.batches,
+                            args.v_strides, a.key_box, "the Hopper tiled kernel's v");
+  }
   // Queries placed by cu_seqlens_q (ragged, chunked paged) are one batch of total_q rows.
   const bool q_rows = args.seqs.cu_q != nullptr;
   Call rows = args;

@@ -17,6 +17,7 @@ struct HopperArgs : TiledArgs {
   CUtensorMap k_map, v_map, q_map, out_map;
   int key_box = 0;            // keys per K / V box: the tile's block_n, paged hopper_page_box_keys
   int key_boxes = 1;          // boxes per key tile (block_n / key_box)
+  bool row_copies = false;    // paged: K and V rows by the producer warpgroup's cp.async, not TMA boxes
   bool q_rows_tma = false;    // Q by TMA (else 16-byte cp.async copies by the consumers)
   bool out_rows_tma = false;  // the output by TMA stores (else stores by the consumers)
   bool pingpong = true;       // the consumer warpgroups take turns to issue wgmma

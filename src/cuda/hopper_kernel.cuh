@@ -242,6 +242,25 @@ __device__ __forceinline__ void clear_tail_values(unsigned v_tile, unsigned tail
   if (lane == 0) ptx::mbarrier_arrive(full);
 }
 
+// Each consumer's Q (its 64 rows; its half of D under the depth split) by TMA where the plan
+// says so, ahead of K and V. One thread.
+template <typename Tr>
+__device__ __forceinline__ void load_q_rows(const HopperArgs& a, const Barriers<Tr::kStages, Tr::kConsumers>& barriers,
+                                            unsigned q_tile, const Block& block) {
+  if (!a.q_rows_tma) return;
+  const int head = static_cast<int>(block.kv_head);
+#pragma unroll
+  for (int consumer = 0; consumer < Tr::kConsumers; ++consumer) {
+    const int rows0 = Tr::first_row(consumer), panel0 = Tr::first_column(consumer) / 64;
+    ptx::mbarrier_expect_bytes(barriers.full_q(consumer), 64 * Tr::kDPer * 2);
+#pragma unroll
+    for (int p = panel0; p < panel0 + Tr::kDPer / 64; ++p) {
+      ptx::tma_load_rows(q_tile + p * Tr::kQPanel + rows0 * 128, &a.q_map, barriers.full_q(consumer), 64 * p,
+                         block.at.q_position + (block.row0 + rows0) / block.group, head, block.at.batch);
+    }
+  }
+}
+
 // The producer: each consumer's Q by TMA where the plan says so, then K and V of the block's
 // tiles into the ring, a stage refilled once the consumers have released it. Dense and ragged
 // tiles are one box each, issued by one thread (lane 0 alone runs this); a paged tile's boxes
@@ -252,19 +271,7 @@ __device__ __forceinline__ void produce(const HopperArgs& a, const Barriers<Tr::
                                         unsigned q_tile, unsigned ring, const Block& block, int lane) {
   constexpr int kStages = Tr::kStages;
   const int head = static_cast<int>(block.kv_head);
-  if (a.q_rows_tma && lane == 0) {
-    // Each consumer's Q (its 64 rows; its half of D under the depth split) ahead of K and V.
-#pragma unroll
-    for (int consumer = 0; consumer < Tr::kConsumers; ++consumer) {
-      const int rows0 = Tr::first_row(consumer), panel0 = Tr::first_column(consumer) / 64;
-      ptx::mbarrier_expect_bytes(barriers.full_q(consumer), 64 * Tr::kDPer * 2);
-#pragma unroll
-      for (int p = panel0; p < panel0 + Tr::kDPer / 64; ++p) {
-        ptx::tma_load_rows(q_tile + p * Tr::kQPanel + rows0 * 128, &a.q_map, barriers.full_q(consumer), 64 * p,
-                           block.at.q_position + (block.row0 + rows0) / block.group, head, block.at.batch);
-      }
-    }
-  }
+  if (lane == 0) load_q_rows<Tr>(a, barriers, q_tile, block);
   // Paged: the rows past the sequence's last key in its box (0 where a box ends there).
   const int tail_rows = kPaged ? (block.kv_len + a.key_box - 1) / a.key_box * a.key_box - block.kv_len : 0;
   // Lane i's box of tile `step`. A paged tile's block-table reads go out a tile ahead, so that
@@ -296,6 +303,98 @@ __device__ __forceinline__ void produce(const HopperArgs& a, const Barriers<Tr::
     if (tail) {
       clear_tail_values<Tr>(v_tile, barriers.tail_v(), barriers.full_v(stage), block.kv_len - key0, tail_rows, lane);
     }
+  }
+}
+
+// Paged rows by cp.async (pages whose boxes would be small: hopper.cu's row_copies): the
+// producer warpgroup's 128 threads copy each tile, warp w its rows [w, w + 1) · block_n / 4. Lane
+// l holds the page and row of the warp's rows l and l + 32 (page -1 past the sequence's keys:
+// zeros, nothing read), found a tile ahead, and the lanes of a row copy its 16-byte chunks.
+struct RowPages {
+  int page[2] = {-1, -1}, row[2] = {0, 0};
+};
+
+template <typename Tr>
+__device__ __forceinline__ RowPages row_pages(const HopperArgs& a, const Block& block, int step, int warp, int lane) {
+  RowPages at;
+  constexpr int kWarpRows = Tr::kBlockN / 4;
+  if (step >= block.n_tiles) return at;
+#pragma unroll
+  for (int i = 0; i < (kWarpRows > 32 ? 2 : 1); ++i) {
+    const int r = lane + 32 * i;
+    const int key = (block.tile_first + step) * Tr::kBlockN + warp * kWarpRows + r;
+    if (r < kWarpRows && key < block.kv_len) {
+      std::int64_t page = 0, row = 0;
+      paged_row(block.seq.pages, a.seqs.table_strides[1], a.seqs.num_pages, a.page_size, key, page, row);
+      at.page[i] = static_cast<int>(page);
+      at.row[i] = static_cast<int>(row);
+    }
+  }
+  return at;
+}
+
+// One warp's rows of a K (kWidth = D) or V (Dv) tile from `data` into `tile` (swizzled as TMA
+// writes it), zeros past the keys and past the call's `width` columns.
+template <typename T, typename Tr, int kWidth>
+__device__ __forceinline__ void copy_rows(unsigned tile, const void* data, const call::Strides& strides,
+                                          std::int64_t head, int width, const RowPages& at, int warp, int lane) {
+  constexpr int kChunks = kWidth / 8;                        // 16-byte chunks of a row
+  constexpr int kLanesPerRow = kChunks < 32 ? kChunks : 32;  // lanes copying one row
+  constexpr int kRowsPerStep = 32 / kLanesPerRow;
+  constexpr int kWarpRows = Tr::kBlockN / 4;
+  static_assert(kChunks % kLanesPerRow == 0 && kWarpRows <= 64 && kWarpRows % kRowsPerStep == 0 &&
+                    32 % kRowsPerStep == 0,
+                "a warp's rows and chunks");
+  const T* base = static_cast<const T*>(data);
+  const std::int64_t head_offset = head * strides.s[1];
+  const bool copying = lane < kRowsPerStep * kLanesPerRow;
+#pragma unroll 4
+  for (int r0 = 0; r0 < kWarpRows; r0 += kRowsPerStep) {
+    const int r = r0 + lane / kLanesPerRow;
+    const bool first = kWarpRows <= 32 || r0 < 32;  // the lanes' first lookups, or their second
+    const int page = __shfl_sync(0xFFFFFFFFu, first ? at.page[0] : at.page[1], r % 32);
+    const int row = __shfl_sync(0xFFFFFFFFu, first ? at.row[0] : at.row[1], r % 32);
+    const T* source = base + page * strides.s[0] + head_offset + row * strides.s[2];
+    const int tile_row = warp * kWarpRows + r;
+#pragma unroll
+    for (int step = 0; step < kChunks / kLanesPerRow; ++step) {
+      const int c = lane % kLanesPerRow + step * kLanesPerRow;
+      const bool valid = page >= 0 && 8 * c < width;
+      if (copying) {
+        ptx::cp_async_16_or_zero(tile + swizzled(tile_row, c, Tr::kRingPanel), valid ? source + 8 * c : base, valid);
+      }
+    }
+  }
+}
+
+// The producer for row copies: a tile's K rows once its stage is free, then its V rows; each
+// thread waits for its own copies, makes them visible to wgmma (the async proxy) and arrives on
+// the stage's "full" barriers (128 arrivals each). No signal waits behind a later stage's release.
+template <typename T, typename Tr>
+__device__ __forceinline__ void produce_rows(const HopperArgs& a, const Barriers<Tr::kStages, Tr::kConsumers>& barriers,
+                                             unsigned q_tile, unsigned ring, const Block& block, int thread) {
+  constexpr int kStages = Tr::kStages;
+  const int warp = thread / 32, lane = thread % 32;
+  if (thread == 0) load_q_rows<Tr>(a, barriers, q_tile, block);
+  RowPages ahead = row_pages<Tr>(a, block, 0, warp, lane);
+  for (int step = 0; step < block.n_tiles; ++step) {
+    const int stage = step % kStages;
+    const unsigned reuse = ((step / kStages) + 1) & 1;
+    const RowPages at = ahead;
+    ahead = row_pages<Tr>(a, block, step + 1, warp, lane);
+    const unsigned k_tile = ring + stage * Tr::kStageBytes, v_tile = k_tile + Tr::kKBytes;
+    if (step >= kStages) ptx::mbarrier_wait(barriers.empty_k(stage), reuse);
+    copy_rows<T, Tr, Tr::D>(k_tile, a.k, a.k_strides, block.kv_head, block.head_dim, at, warp, lane);
+    ptx::cp_async_commit();
+    if (step >= kStages) ptx::mbarrier_wait(barriers.empty_v(stage), reuse);
+    copy_rows<T, Tr, Tr::Dv>(v_tile, a.v, a.v_strides, block.kv_head, block.value_dim, at, warp, lane);
+    ptx::cp_async_commit();
+    ptx::cp_async_wait<1>();
+    ptx::fence_proxy_async_shared();
+    ptx::mbarrier_arrive(barriers.full_k(stage));
+    ptx::cp_async_wait<0>();
+    ptx::fence_proxy_async_shared();
+    ptx::mbarrier_arrive(barriers.full_v(stage));
   }
 }
 
@@ -340,10 +439,13 @@ __device__ __forceinline__ void to_weights(const float (&s)[kBlockN / 8][4], std
 }
 
 template <typename Tr>
-__device__ __forceinline__ void init_barriers(const Barriers<Tr::kStages, Tr::kConsumers>& barriers) {
+__device__ __forceinline__ void init_barriers(const Barriers<Tr::kStages, Tr::kConsumers>& barriers, bool row_copies) {
+  // A tile's "full": the copy engine's bytes after one expecting arrival, or every producer
+  // thread's arrival after its row copies.
+  const unsigned full = row_copies ? 128u : 1u;
   for (int stage = 0; stage < Tr::kStages; ++stage) {
-    ptx::mbarrier_init(barriers.full_k(stage), 1);
-    ptx::mbarrier_init(barriers.full_v(stage), 1);
+    ptx::mbarrier_init(barriers.full_k(stage), full);
+    ptx::mbarrier_init(barriers.full_v(stage), full);
     ptx::mbarrier_init(barriers.empty_k(stage), 4 * Tr::kConsumers);  // one arrival per consumer warp
     ptx::mbarrier_init(barriers.empty_v(stage), 4 * Tr::kConsumers);
   }
@@ -680,7 +782,7 @@ __global__ void __launch_bounds__(Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kT
   const Barriers<Tr::kStages, Tr::kConsumers> barriers{base + Tr::kBarrierOffset};
   const Block block = block_of<Tr>(a);
   if (block.row0 < 0) return;  // the whole block, before any barrier
-  if (threadIdx.x == 0) init_barriers<Tr>(barriers);
+  if (threadIdx.x == 0) init_barriers<Tr>(barriers, a.row_copies);
   __syncthreads();
 
   // Through a shuffle from lane 0 the compiler knows the warpgroup is the same in every lane
@@ -688,8 +790,12 @@ __global__ void __launch_bounds__(Traits<kD, kDv, kKeyBlockN, kKeyConsumers>::kT
   const int warpgroup = __shfl_sync(0xFFFFFFFFu, static_cast<int>(threadIdx.x / 128), 0);
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<Tr::kProducerRegisters>();
-    // One thread, or the first warp for paged tiles (produce).
-    if (a.form == call::Form::Paged) {
+    // One thread, the first warp for paged boxes (produce), the warpgroup for paged rows.
+    if (Tr::kProducerRegisters > 24 && a.row_copies) {  // never planned with 24 (cuda_tables.hpp)
+      if constexpr (Tr::kProducerRegisters > 24) {
+        produce_rows<T, Tr>(a, barriers, q_tile, ring, block, static_cast<int>(threadIdx.x));
+      }
+    } else if (a.form == call::Form::Paged) {
       if (threadIdx.x < 32) produce<Tr, true>(a, barriers, q_tile, ring, block, static_cast<int>(threadIdx.x));
     } else if (threadIdx.x == 0) {
       produce<Tr, false>(a, barriers, q_tile, ring, block, 0);

@@ -496,13 +496,23 @@ constexpr std::int64_t hopper_shared_bytes(const HopperConfig& c) {
   return hopper_barrier_offset(c) + 8 * hopper_barrier_count(c) + 1024;
 }
 
-// Paged keys on the wgmma kernel: a key tile is copied as TMA boxes of keys of one page each,
-// pages of a multiple of kHopperPageKeys keys (a P·V step's 16 keys; whole 1024-byte swizzle
-// atoms per box). A box holds the most keys dividing both the page and the tile (multiples of
-// 16), so that no box crosses a page: page 16 takes 16-key boxes, page 256 a 128-key tile whole.
-inline constexpr std::int64_t kHopperPageKeys = 16;
+// Paged keys on the wgmma kernel: a key tile is copied as TMA boxes of keys of one page each.
+// A box holds the most keys dividing both the page and the tile, so that no box crosses a page:
+// page 64 takes 64-key boxes, page 256 a 128-key tile whole. Below kHopperPageBoxKeys keys a box
+// (page 16: 16 boxes per D-128 tile, 0.82 of dense against 0.97 at page 64; any page not a
+// multiple of 16) the producer warpgroup copies the rows by cp.async instead, each row from its
+// own page, where it has more than 24 registers a thread (ptxas spills the copies in 24); the
+// entries with 24 take boxes of a multiple of 16 keys, and other pages stay on mma.sync.
+inline constexpr int kHopperPageBoxKeys = 32;
+enum class HopperPaging { Boxes, Rows, None };
 constexpr int hopper_page_box_keys(std::int64_t page_size, int block_n) {
   return static_cast<int>(std::gcd(page_size, std::int64_t{block_n}));
+}
+constexpr HopperPaging hopper_paging(std::int64_t page_size, const HopperConfig& c) {
+  const int box = hopper_page_box_keys(page_size, c.block_n);
+  if (box >= kHopperPageBoxKeys) return HopperPaging::Boxes;
+  if (hopper_producer_registers(c) > 24) return HopperPaging::Rows;
+  return box % 16 == 0 ? HopperPaging::Boxes : HopperPaging::None;
 }
 
 // The tiled kernel indexes with 32-bit integers: Lq and Lk below this, packed rows (group × Lq)

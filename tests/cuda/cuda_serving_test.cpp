@@ -460,10 +460,11 @@ std::vector<std::int64_t> garbage(std::size_t count, std::mt19937_64& rng) {
   return out;
 }
 
-// Paged decode and chunked prefill on a garbage block table, seqlens_k and cu_seqlens_q.
-void fuzz_paged(DType dtype, std::mt19937_64& rng) {
-  const std::int64_t batch = 6, q_heads = 4, kv_heads = 2, head_dim = 64, page_size = 16, num_pages = 8,
-                     max_pages = 5;
+// Paged decode and chunked prefill on a garbage block table, seqlens_k and cu_seqlens_q. On
+// Hopper page 16 takes the wgmma kernel's row copies, page 64 its TMA boxes (cuda_tables.hpp).
+void fuzz_paged(DType dtype, std::int64_t page_size, std::mt19937_64& rng) {
+  SCOPED_TRACE(::testing::Message() << "page size " << page_size);
+  const std::int64_t batch = 6, q_heads = 4, kv_heads = 2, head_dim = 64, num_pages = 8, max_pages = 5;
   std::vector<std::int64_t> lens = garbage(static_cast<std::size_t>(batch), rng);
   lens[0] = kBig;  // past the table's capacity and the bound
   IntTensor table_host(Shape{batch, max_pages}, garbage(static_cast<std::size_t>(batch * max_pages), rng));
@@ -481,8 +482,7 @@ void fuzz_paged(DType dtype, std::mt19937_64& rng) {
     DeviceTensor cu_dev(cu_host.view());
     Guarded out(Shape{rows, q_heads, head_dim}, dtype), lse(Shape{rows, q_heads}, DType::Float32);
     // Chunked and tiled, with lse the mma.sync kernel; without it the wgmma kernel on Hopper (its
-    // boxes from the block table, the partial box's V rows cleared), asserted so that a fallback
-    // cannot leave it unfuzzed.
+    // rows or boxes from the block table), asserted so that a fallback cannot leave it unfuzzed.
     for (const RouteChoice route : {RouteChoice::Vector, RouteChoice::Tiled, RouteChoice::Auto}) {
       for (const bool with_lse : {true, false}) {
         if (route == RouteChoice::Tiled && (dtype == DType::Float32 || !chunked)) continue;  // tiled: 16-bit prefill
@@ -547,7 +547,7 @@ TEST_P(CudaServingFuzz, GarbageMetadataDoesNotFault) {
   std::mt19937_64 rng(seed_of(std::string("fuzz_") + short_name(dtype)));
   for (int round = 0; round < 8; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
-    fuzz_paged(dtype, rng);
+    for (const std::int64_t page_size : {16, 64}) fuzz_paged(dtype, page_size, rng);
     fuzz_ragged(dtype, rng);
   }
 }

@@ -5,8 +5,9 @@
 // call with and without an lse output, the outputs poisoned before each run. The pages no
 // sequence reads and the unread tails of read pages hold NaN. On a 9.0 device with sm_90a code,
 // the cases marked `wgmma` must run the wgmma kernel without lse (paged_wgmma_* cover its paged
-// boxes: partial last boxes, boxes past the sequence, each entry's tile and box size). Metadata
-// lives on the device, as an engine's does. Label `gpu`: skipped without a device.
+// copies, by rows and by boxes: partial last boxes, boxes past the sequence, each entry's tile and
+// box size). Metadata lives on the device, as an engine's does. Label `gpu`: skipped without a
+// device.
 
 #include <gtest/gtest.h>
 
@@ -91,7 +92,7 @@ std::vector<ServingCase> shapes() {
       {.name = "ragged_no_keys_sinks", .q_lens = {3, 4}, .kv_lens = {0, 0}, .sinks = true, .empty_rows = true},
 
       {.name = "paged_ps1_mqa", .paged = true, .q_lens = {6, 13, 1}, .kv_lens = {50, 13, 70}, .page_size = 1,
-       .q_heads = 4, .kv_heads = 1, .causal = true},
+       .q_heads = 4, .kv_heads = 1, .causal = true, .wgmma = true},
       {.name = "paged_ps16_shared_sinks", .paged = true, .q_lens = {5, 1, 0, 17}, .kv_lens = {40, 33, 10, 17},
        .causal = true, .sinks = true, .shared_pages = 1, .table_pad = 2, .wgmma = true},
       {.name = "paged_ps16_lq_gt_lk", .paged = true, .q_lens = {10, 3, 20}, .kv_lens = {4, 0, 20}, .causal = true,
@@ -103,18 +104,27 @@ std::vector<ServingCase> shapes() {
        .window = 40, .head_major = true, .table_pad = 3, .wgmma = true},
       {.name = "paged_ps256_shared_softcap", .paged = true, .q_lens = {200, 17, 100}, .kv_lens = {300, 17, 600},
        .page_size = 256, .causal = true, .softcap = 5.0f, .shared_pages = 1, .wgmma = true},
-      {.name = "paged_ps7", .paged = true, .q_lens = {6, 13}, .kv_lens = {50, 13}, .page_size = 7, .causal = true},
+      {.name = "paged_ps7", .paged = true, .q_lens = {6, 13}, .kv_lens = {50, 13}, .page_size = 7, .causal = true,
+       .wgmma = true},
       {.name = "paged_ps8", .paged = true, .q_lens = {9, 2}, .kv_lens = {70, 3}, .page_size = 8,
-       .head_dim = 128, .value_dim = 128, .causal = true},
+       .head_dim = 128, .value_dim = 128, .causal = true, .wgmma = true},
       {.name = "paged_decode_ps16", .paged = true, .q_lens = {1, 1, 1}, .kv_lens = {100, 1, 0}, .decode = true,
        .q_heads = 8, .kv_heads = 2, .sinks = true, .wgmma = true},
 
-      // The wgmma kernel's paged boxes (cuda_tables.hpp, hopper_page_box_keys): 16-key boxes at
-      // page 16 under 128-key tiles (D 128 causal) and 176-key tiles (D 128, not causal), 64-key
-      // boxes at page 64, whole 128-key tiles at page 256, 32-key boxes at page 32 (D 256 at its
-      // 64-key tiles), 16 at page 16 under the depth split (D 512). Lengths of no multiple of 16
-      // (a partial last box, whose V rows past the sequence are NaN in the cache until cleared),
-      // 0 and 1, Lq > Lk rows (zeros), sequences sharing their first pages, padded table rows.
+      // The wgmma kernel's paged copies (cuda_tables.hpp, hopper_paging). Row copies by cp.async at
+      // page 16 under 128-key tiles (D 128 causal) and 176-key tiles (D 128, not causal), at pages
+      // 1, 3 and 7 (and 8 above), and at page 16 for D 64 beyond 2k keys; TMA boxes of 64 keys at
+      // page 64, whole 128-key tiles at page 256, 32-key boxes at page 32 (D 256 at its 64-key
+      // tiles), 16 at page 16 under the depth split (D 512, whose producer has 24 registers).
+      // Lengths of no multiple of 16 (a partial last box, whose V rows past the sequence are NaN in
+      // the cache until cleared), 0 and 1, Lq > Lk rows (zeros), sequences sharing their first
+      // pages, padded table rows.
+      {.name = "paged_wgmma_ps1_d128_gqa", .paged = true, .q_lens = {24, 1, 0, 7, 100}, .kv_lens = {300, 1, 0, 9, 103},
+       .page_size = 1, .q_heads = 8, .kv_heads = 2, .head_dim = 128, .value_dim = 128, .causal = true,
+       .shared_pages = 5, .table_pad = 1, .wgmma = true},
+      {.name = "paged_wgmma_ps3_d128_full_sinks", .paged = true, .q_lens = {40, 3, 9}, .kv_lens = {200, 35, 9},
+       .page_size = 3, .q_heads = 4, .kv_heads = 1, .head_dim = 128, .value_dim = 128, .sinks = true,
+       .head_major = true, .wgmma = true},
       {.name = "paged_wgmma_ps16_d128_gqa", .paged = true, .q_lens = {24, 1, 0, 7, 20, 5},
        .kv_lens = {400, 1, 0, 7, 21, 129}, .q_heads = 8, .kv_heads = 2, .head_dim = 128, .value_dim = 128,
        .causal = true, .shared_pages = 2, .table_pad = 1, .wgmma = true},

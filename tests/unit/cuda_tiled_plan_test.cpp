@@ -621,11 +621,13 @@ TEST(CudaTiledServing, RaggedRunsOnTheBoundsGrid) {
   }
 }
 
-// Paged keys on Hopper: the wgmma kernel for pages of a multiple of 16 keys, a tile copied as
-// boxes of the most keys dividing both page and tile (16 at page 16, 64 at 64, the whole 128-key
-// tile at 256; 16 for 256-key pages under 176-key tiles); the mma.sync kernel off Hopper.
-TEST(CudaTiledServing, PagedRunsTheWgmmaKernelOnPagesOfAMultipleOf16) {
-  const std::pair<std::int64_t, std::int64_t> page_box[] = {{16, 16}, {48, 16}, {64, 64}, {256, 128}};
+// Paged keys on Hopper: the wgmma kernel for any page size. A tile is copied as TMA boxes of the
+// most keys dividing both page and tile where those hold at least 32 keys (64 at page 64, the
+// whole 128-key tile at 256), else row by row by the producer warpgroup's cp.async (pages 1, 7,
+// 16, 48, 100; 256 under 176-key tiles, whose boxes would hold 16); the mma.sync kernel off Hopper.
+TEST(CudaTiledServing, PagedRunsTheWgmmaKernelAsBoxesOrRows) {
+  const std::pair<std::int64_t, std::int64_t> page_box[] = {{1, 1},   {7, 1},   {16, 16},  {48, 16},
+                                                            {64, 64}, {100, 4}, {256, 128}};
   for (const auto& [page_size, box] : page_box) {
     const plan::Problem p = serving(call::Form::Paged, 4, 37, 1000, page_size);
     const plan::CudaRoute r = tiled_route(p, h200_wgmma());
@@ -634,10 +636,19 @@ TEST(CudaTiledServing, PagedRunsTheWgmmaKernelOnPagesOfAMultipleOf16) {
     EXPECT_EQ(r.tiled.block_n, 128);  // D 128 causal
     EXPECT_EQ(plan::cuda::hopper_page_box_keys(page_size, 128), box);
     EXPECT_EQ(r.tiled.row_blocks, (4 * 37 + r.tiled.block_m - 1) / r.tiled.block_m);
-    EXPECT_TRUE(mentions(r.plan, format("pages of {} keys by the block table: a 128-key tile as TMA boxes of {} keys",
-                                        page_size, box)))
-        << r.plan.explain();
-    EXPECT_TRUE(mentions(r.plan, "zeroed in shared memory before P·V")) << r.plan.explain();
+    if (box >= 32) {
+      EXPECT_TRUE(mentions(r.plan, format("pages of {} keys by the block table: a 128-key tile as TMA boxes of {} "
+                                          "keys",
+                                          page_size, box)))
+          << r.plan.explain();
+      EXPECT_TRUE(mentions(r.plan, "zeroed in shared memory before P·V")) << r.plan.explain();
+    } else {
+      EXPECT_TRUE(mentions(r.plan, format("pages of {} keys by the block table: a 128-key tile's rows copied by the "
+                                          "producer warpgroup with cp.async, each row from its own page (TMA boxes "
+                                          "would hold {} keys, fewer than 32)",
+                                          page_size, box)))
+          << r.plan.explain();
+    }
     const plan::CudaRoute ampere = tiled_route(p, a100());
     EXPECT_FALSE(ampere.tiled.wgmma);
     EXPECT_TRUE(mentions(ampere.plan, format("pages of {} keys by the block table (a tile's rows", page_size)))
@@ -648,17 +659,30 @@ TEST(CudaTiledServing, PagedRunsTheWgmmaKernelOnPagesOfAMultipleOf16) {
   const plan::CudaRoute r = tiled_route(full, h200_wgmma());
   ASSERT_TRUE(r.tiled.wgmma) << r.plan.explain();
   EXPECT_EQ(r.tiled.block_n, 176);
-  EXPECT_TRUE(mentions(r.plan, "a 176-key tile as TMA boxes of 16 keys")) << r.plan.explain();
+  EXPECT_TRUE(mentions(r.plan, "a 176-key tile's rows copied by the producer warpgroup")) << r.plan.explain();
 }
 
-// Pages of other sizes keep the mma.sync kernel on Hopper, saying why; so does paged lse.
+// The entries whose producer has 24 registers a thread (D 64 up to 512 keys, not causal: three
+// blocks per SM)
+// take boxes for pages of a multiple of 16 keys, and keep other pages on the mma.sync kernel,
+// saying why; paged lse stays there too.
 TEST(CudaTiledServing, PagedSaysWhyNotWgmma) {
+  const auto short_d64 = [](std::int64_t page_size) {
+    plan::Problem p = problem(4, 8, 2, 37, 500, 64, 64, DType::BFloat16);
+    p.form = call::Form::Paged;
+    p.page_size = page_size;
+    return p;
+  };
+  const plan::CudaRoute boxes = tiled_route(short_d64(16), h200_wgmma());
+  ASSERT_TRUE(boxes.tiled.wgmma) << boxes.plan.explain();
+  EXPECT_EQ(plan::cuda::hopper_producer_registers(plan::cuda::kHopperConfigs[boxes.tiled.config]), 24);
+  EXPECT_TRUE(mentions(boxes.plan, "a 64-key tile as TMA boxes of 16 keys")) << boxes.plan.explain();
   for (std::int64_t page_size : {1, 7, 8, 24, 100}) {
-    const plan::CudaRoute r = tiled_route(serving(call::Form::Paged, 4, 37, 1000, page_size), h200_wgmma());
+    const plan::CudaRoute r = tiled_route(short_d64(page_size), h200_wgmma());
     EXPECT_FALSE(r.tiled.wgmma) << r.plan.explain();
     EXPECT_EQ(r.plan.kernel_name, "heed_cuda_tiled_bf16");
-    EXPECT_TRUE(mentions(r.plan, format("pages of {} keys stay on the mma.sync kernel (the wgmma kernel copies a key "
-                                        "tile as TMA boxes of a multiple of 16 keys from one page each",
+    EXPECT_TRUE(mentions(r.plan, format("pages of {} keys stay on the mma.sync kernel (this 64-key entry's producer "
+                                        "has 24 registers a thread, too few for row copies",
                                         page_size)))
         << r.plan.explain();
   }
