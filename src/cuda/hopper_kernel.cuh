@@ -367,21 +367,16 @@ __device__ __forceinline__ void copy_rows(unsigned tile, const void* data, const
   }
 }
 
-// The producer for row copies. Each thread waits for its own copies, makes them visible to
-// wgmma (the async proxy) and arrives on the stage's "full" (128 arrivals). A tile's K rows go
-// out once the stage's K is free and complete at once (the consumers' next S needs them); its V
-// rows go out once the stage's V is free and complete after the next tile's K rows are issued,
-// so that no signal waits behind a release the consumers can only give after it.
+// The producer for row copies: a tile's K rows once the stage's K is free, then its V rows once
+// its V is free, each thread's copies completing its arrival on the stage's "full" (128 arrivals)
+// without waiting for them; the consumers fence the async proxy after the wait (cp.async writes
+// are the generic proxy's, wgmma reads the async proxy's).
 template <typename T, typename Tr>
 __device__ __forceinline__ void produce_rows(const HopperArgs& a, const Barriers<Tr::kStages, Tr::kConsumers>& barriers,
                                              unsigned q_tile, unsigned ring, const Block& block, int thread) {
   constexpr int kStages = Tr::kStages;
   const int warp = thread / 32, lane = thread % 32;
   if (thread == 0) load_q_rows<Tr>(a, barriers, q_tile, block);
-  const auto landed = [](unsigned full) {
-    ptx::fence_proxy_async_shared();
-    ptx::mbarrier_arrive(full);
-  };
   RowPages ahead = row_pages<Tr>(a, block, 0, warp, lane);
   for (int step = 0; step < block.n_tiles; ++step) {
     const int stage = step % kStages;
@@ -391,21 +386,13 @@ __device__ __forceinline__ void produce_rows(const HopperArgs& a, const Barriers
     const unsigned k_tile = ring + stage * Tr::kStageBytes, v_tile = k_tile + Tr::kKBytes;
     if (step >= kStages) ptx::mbarrier_wait(barriers.empty_k(stage), reuse);
     copy_rows<T, Tr, Tr::D>(k_tile, a.k, a.k_strides, block.kv_head, block.head_dim, at, warp, lane);
-    ptx::cp_async_commit();
-    if (step > 0) {
-      ptx::cp_async_wait<1>();  // the previous tile's V rows
-      landed(barriers.full_v((step - 1) % kStages));
-    }
-    ptx::cp_async_wait<0>();
-    landed(barriers.full_k(stage));
+    ptx::cp_async_arrive(barriers.full_k(stage));
     if (step >= kStages) ptx::mbarrier_wait(barriers.empty_v(stage), reuse);
     copy_rows<T, Tr, Tr::Dv>(v_tile, a.v, a.v_strides, block.kv_head, block.value_dim, at, warp, lane);
-    ptx::cp_async_commit();
+    ptx::cp_async_arrive(barriers.full_v(stage));
   }
-  if (block.n_tiles > 0) {
-    ptx::cp_async_wait<0>();
-    landed(barriers.full_v((block.n_tiles - 1) % kStages));
-  }
+  ptx::cp_async_commit();
+  ptx::cp_async_wait<0>();  // no thread leaves with copies in flight
 }
 
 // A consumer's Q by 16-byte copies into the swizzled layout (zeros past the last row), visible to
@@ -533,6 +520,7 @@ struct Consumer {
   __device__ __forceinline__ void issue_scores(Scores& s, int step) {
     const int stage = step % kStages;
     ptx::mbarrier_wait(barriers.full_k(stage), (step / kStages) & 1);
+    if (a.row_copies) ptx::fence_proxy_async_shared();  // the producer's cp.async rows, for wgmma
     const std::uint64_t k_desc = advance(k_base, stage * Tr::kStageBytes);
     ptx::wgmma_fence();
 #pragma unroll
@@ -553,6 +541,7 @@ struct Consumer {
   __device__ __forceinline__ void issue_values(const Weights& p, int step) {
     const int stage = step % kStages;
     ptx::mbarrier_wait(barriers.full_v(stage), (step / kStages) & 1);
+    if (a.row_copies) ptx::fence_proxy_async_shared();
     const std::uint64_t v_desc = advance(v_base, stage * Tr::kStageBytes);
     ptx::wgmma_fence();
 #pragma unroll

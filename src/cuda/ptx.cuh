@@ -29,6 +29,11 @@ __device__ __forceinline__ void cp_async_16_or_zero(unsigned shared, const void*
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared), "l"(global), "r"(valid ? 16 : 0)
                : "memory");
 }
+// An arrival on `barrier` once every cp.async this thread issued so far has landed (.noinc: the
+// barrier's count includes it).
+__device__ __forceinline__ void cp_async_arrive(unsigned barrier) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(barrier) : "memory");
+}
 // No clobber: committing reads and writes nothing; it stays after its copies as volatile asm, and
 // their bytes are visible only after wait_group, which carries the clobber.
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
