@@ -616,7 +616,7 @@ void run_cases(Report& r) {
     const std::string what = "paged decode B " + std::to_string(shape.first);
     guarded(r, what.c_str(), [&] { paged_decode(r, shape.first, shape.second); });
   }
-  // Pages 1 and 16: the wgmma kernel's row copies; 64 and 256: its 64-key boxes and whole tiles.
+  // Page 1: the wgmma kernel's row copies; 16, 64 and 256: its 16- and 64-key boxes and whole tiles.
   for (const std::int64_t page_size : {1, 16, 64, 256}) {
     for (const std::int64_t batch : {1, 4}) {
       guarded(r, "paged chunked prefill", [&] { paged_chunked_prefill(r, batch, 2048, 16384, page_size); });

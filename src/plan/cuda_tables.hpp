@@ -498,21 +498,20 @@ constexpr std::int64_t hopper_shared_bytes(const HopperConfig& c) {
 
 // Paged keys on the wgmma kernel: a key tile is copied as TMA boxes of keys of one page each.
 // A box holds the most keys dividing both the page and the tile, so that no box crosses a page:
-// page 64 takes 64-key boxes, page 256 a 128-key tile whole. Below kHopperPageBoxKeys keys a box
-// (page 16: 16 boxes per D-128 tile, 0.82 of dense against 0.97 at page 64; any page not a
-// multiple of 16) the producer warpgroup copies the rows by cp.async instead, each row from its
-// own page, where it has more than 24 registers a thread (ptxas spills the copies in 24); the
-// entries with 24 take boxes of a multiple of 16 keys, and other pages stay on mma.sync.
-inline constexpr int kHopperPageBoxKeys = 32;
+// page 16 takes 16-key boxes, page 64 64-key boxes, page 256 a 128-key tile whole. Pages of no
+// multiple of 16 keys (whole 1024-byte swizzle atoms per box) are copied row by row by the
+// producer warpgroup's cp.async instead, each row from its own page, where it has more than 24
+// registers a thread (ptxas spills the copies in 24); those entries keep such pages on mma.sync.
+// Row copies measured slower than 16-key boxes (chunked prefill 2k of 16k keys, D 128, page 16:
+// 0.51 of dense against 0.82), and faster than mma.sync at page 1 (0.48-0.50 against 0.23-0.25).
+inline constexpr int kHopperPageBoxKeys = 16;
 enum class HopperPaging { Boxes, Rows, None };
 constexpr int hopper_page_box_keys(std::int64_t page_size, int block_n) {
   return static_cast<int>(std::gcd(page_size, std::int64_t{block_n}));
 }
 constexpr HopperPaging hopper_paging(std::int64_t page_size, const HopperConfig& c) {
-  const int box = hopper_page_box_keys(page_size, c.block_n);
-  if (box >= kHopperPageBoxKeys) return HopperPaging::Boxes;
-  if (hopper_producer_registers(c) > 24) return HopperPaging::Rows;
-  return box % 16 == 0 ? HopperPaging::Boxes : HopperPaging::None;
+  if (hopper_page_box_keys(page_size, c.block_n) % kHopperPageBoxKeys == 0) return HopperPaging::Boxes;
+  return hopper_producer_registers(c) > 24 ? HopperPaging::Rows : HopperPaging::None;
 }
 
 // The tiled kernel indexes with 32-bit integers: Lq and Lk below this, packed rows (group × Lq)

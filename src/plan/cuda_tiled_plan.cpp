@@ -100,10 +100,9 @@ std::string serving_reason(const Problem& p, const CudaTiledShape& s) {
       p.form == call::Form::Ragged ? std::string("keys at cu_seqlens_k[b] of k and v")
       : s.wgmma && hopper_paging(p.page_size, kHopperConfigs[s.config]) == HopperPaging::Rows
           ? format("keys read in place from pages of {} keys by the block table: a {}-key tile's rows copied by "
-                   "the producer warpgroup with cp.async, each row from its own page (TMA boxes would hold {} "
-                   "keys, fewer than {}); rows past the sequence are zeros, nothing read for them",
-                   p.page_size, s.block_n, hopper_page_box_keys(p.page_size, static_cast<int>(s.block_n)),
-                   kHopperPageBoxKeys)
+                   "the producer warpgroup with cp.async, each row from its own page (TMA boxes need pages of a "
+                   "multiple of {} keys); rows past the sequence are zeros, nothing read for them",
+                   p.page_size, s.block_n, kHopperPageBoxKeys)
       : s.wgmma
           ? format("keys read in place from pages of {} keys by the block table: a {}-key tile as TMA boxes of {} "
                    "keys, each from one page (the producer warp's lanes read the block-table entries, clamped to "
@@ -142,8 +141,8 @@ std::string hopper_why_not(const Problem& p, const CudaDeviceInfo& device, int i
   }
   if (p.form == call::Form::Paged && hopper_paging(p.page_size, kHopperConfigs[index]) == HopperPaging::None) {
     return format("pages of {} keys stay on the mma.sync kernel (this {}-key entry's producer has 24 registers a "
-                  "thread, too few for row copies, and its TMA boxes need pages of a multiple of 16 keys)",
-                  p.page_size, kHopperConfigs[index].block_n);
+                  "thread, too few for row copies, and its TMA boxes need pages of a multiple of {} keys)",
+                  p.page_size, kHopperConfigs[index].block_n, kHopperPageBoxKeys);
   }
   if (p.has_lse) return "lse stays on the mma.sync kernel (the wgmma kernel writes no lse so far)";
   if (p.mask_kind != MaskKind::None) {

@@ -112,10 +112,10 @@ std::vector<ServingCase> shapes() {
        .q_heads = 8, .kv_heads = 2, .sinks = true, .wgmma = true},
 
       // The wgmma kernel's paged copies (cuda_tables.hpp, hopper_paging). Row copies by cp.async at
-      // page 16 under 128-key tiles (D 128 causal) and 176-key tiles (D 128, not causal), at pages
-      // 1, 3 and 7 (and 8 above), and at page 16 for D 64 beyond 2k keys; TMA boxes of 64 keys at
-      // page 64, whole 128-key tiles at page 256, 32-key boxes at page 32 (D 256 at its 64-key
-      // tiles), 16 at page 16 under the depth split (D 512, whose producer has 24 registers).
+      // pages 1 and 3 (and 1, 7 and 8 above); TMA boxes of 16 keys at page 16 under 128-key tiles
+      // (D 128 causal) and 176-key tiles (D 128, not causal), of 64 keys at page 64, whole 128-key
+      // tiles at page 256, 32-key boxes at page 32 (D 256 at its 64-key tiles), 16 at page 16
+      // under the depth split (D 512).
       // Lengths of no multiple of 16 (a partial last box, whose V rows past the sequence are NaN in
       // the cache until cleared), 0 and 1, Lq > Lk rows (zeros), sequences sharing their first
       // pages, padded table rows.

@@ -622,9 +622,9 @@ TEST(CudaTiledServing, RaggedRunsOnTheBoundsGrid) {
 }
 
 // Paged keys on Hopper: the wgmma kernel for any page size. A tile is copied as TMA boxes of the
-// most keys dividing both page and tile where those hold at least 32 keys (64 at page 64, the
-// whole 128-key tile at 256), else row by row by the producer warpgroup's cp.async (pages 1, 7,
-// 16, 48, 100; 256 under 176-key tiles, whose boxes would hold 16); the mma.sync kernel off Hopper.
+// most keys dividing both page and tile for pages of a multiple of 16 keys (16 at page 16 and 48,
+// 64 at 64, the whole 128-key tile at 256; 16 for 256-key pages under 176-key tiles), else row by
+// row by the producer warpgroup's cp.async (pages 1, 7, 100); the mma.sync kernel off Hopper.
 TEST(CudaTiledServing, PagedRunsTheWgmmaKernelAsBoxesOrRows) {
   const std::pair<std::int64_t, std::int64_t> page_box[] = {{1, 1},   {7, 1},   {16, 16},  {48, 16},
                                                             {64, 64}, {100, 4}, {256, 128}};
@@ -636,7 +636,7 @@ TEST(CudaTiledServing, PagedRunsTheWgmmaKernelAsBoxesOrRows) {
     EXPECT_EQ(r.tiled.block_n, 128);  // D 128 causal
     EXPECT_EQ(plan::cuda::hopper_page_box_keys(page_size, 128), box);
     EXPECT_EQ(r.tiled.row_blocks, (4 * 37 + r.tiled.block_m - 1) / r.tiled.block_m);
-    if (box >= 32) {
+    if (box % 16 == 0) {
       EXPECT_TRUE(mentions(r.plan, format("pages of {} keys by the block table: a 128-key tile as TMA boxes of {} "
                                           "keys",
                                           page_size, box)))
@@ -645,8 +645,8 @@ TEST(CudaTiledServing, PagedRunsTheWgmmaKernelAsBoxesOrRows) {
     } else {
       EXPECT_TRUE(mentions(r.plan, format("pages of {} keys by the block table: a 128-key tile's rows copied by the "
                                           "producer warpgroup with cp.async, each row from its own page (TMA boxes "
-                                          "would hold {} keys, fewer than 32)",
-                                          page_size, box)))
+                                          "need pages of a multiple of 16 keys)",
+                                          page_size)))
           << r.plan.explain();
     }
     const plan::CudaRoute ampere = tiled_route(p, a100());
@@ -659,7 +659,7 @@ TEST(CudaTiledServing, PagedRunsTheWgmmaKernelAsBoxesOrRows) {
   const plan::CudaRoute r = tiled_route(full, h200_wgmma());
   ASSERT_TRUE(r.tiled.wgmma) << r.plan.explain();
   EXPECT_EQ(r.tiled.block_n, 176);
-  EXPECT_TRUE(mentions(r.plan, "a 176-key tile's rows copied by the producer warpgroup")) << r.plan.explain();
+  EXPECT_TRUE(mentions(r.plan, "a 176-key tile as TMA boxes of 16 keys")) << r.plan.explain();
 }
 
 // The entries whose producer has 24 registers a thread (D 64 up to 512 keys, not causal: three
