@@ -117,6 +117,9 @@ void paged_decode(std::int64_t batch, std::int64_t keys, int reps) {
     TensorView kp(kc.data(), DType::BFloat16, Shape{pages, page_size, kKvHeads, kHeadDim});
     TensorView vp(vc.data(), DType::BFloat16, Shape{pages, page_size, kKvHeads, kHeadDim});
     TensorView op(out.data(), DType::BFloat16, Shape{batch, kQHeads, kHeadDim});
+    if (std::getenv("HEED_BENCH_EXPLAIN")) {
+      std::printf("%s\n", heed::plan_attention_paged(qp, kp, vp, paged, {}).explain().c_str());
+    }
     const double seconds = median_seconds(reps, [&] { heed::attention_paged(qp, kp, vp, paged, op, scale, {}); });
     const double dense_now = dense_again();
     std::printf("  page size %3lld  %8.3f ms  %6.1f GB/s  paged / dense %.3f\n", static_cast<long long>(page_size),
