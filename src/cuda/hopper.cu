@@ -54,8 +54,8 @@ void run_tiled_hopper(const TiledArgs& args, const plan::CudaRoute& route, cudaS
   // K and V maps by form, as the TMA vector kernel's (vector_keys.hpp): dense [B, Hkv, Lk]; a
   // ragged batch's [total_k] rows as one batch, each block reading its sequence's from cu_seqlens
   // (keys of a tile past it are masked like any); a paged cache's pages as num_pages batches of
-  // page_size rows, a tile copied as boxes of one page each; pages whose boxes would be small,
-  // row by row by the producer warpgroup (no maps).
+  // page_size rows, a tile copied as boxes of one page each; pages of no multiple of 16 keys row
+  // by row by the producer warpgroup (no maps).
   const bool paged = args.form == call::Form::Paged;
   a.row_copies = paged && plan::cuda::hopper_paging(args.page_size, plan::cuda::kHopperConfigs[s.config]) ==
                               plan::cuda::HopperPaging::Rows;

@@ -212,24 +212,24 @@ struct PagedCache {
   bool wide;
 };
 
-// Page and row of key (lane mod 16) of one of this warp's tiles, read ahead of its copies.
-struct LanePage {
-  int page = 0, row = 0;
-};
-
-// The copies of a paged item (any page size): each of this lane's key rows at the page and row
-// that lane (key - key0) of the warp read ahead (`at`); zeros past the keys and the head size,
-// nothing read for them. Out of line, so that the dense loop keeps its registers.
+// The copies of a paged item (any page size): each of this lane's key rows from one block-table
+// read per page run, the item's first key's (16 keys mostly share a page); zeros past the keys and
+// the head size, nothing read for them. Out of line, so that the dense loop keeps its registers.
 template <typename T, int kSteps>
-__device__ __noinline__ void store_item_paged(unsigned base, PagedCache cache, LanePage at, int keys, int key0,
-                                              int gid, int tq, bool values) {
+__device__ __noinline__ void store_item_paged(unsigned base, PagedCache cache, std::int64_t first_key, int keys,
+                                              int key0, int gid, int tq, bool values) {
   constexpr int E = 8;  // elements of a 16-byte chunk
+  std::int64_t run_page, run_row;
+  page_of_key(cache.pages, cache.table_stride, cache.num_pages, cache.page_size, first_key + key0, run_page, run_row);
+  const std::int64_t run = cache.page_size - run_row;
   const int key_count = values ? 4 : 2;
   for (int kk = 0; kk < key_count; ++kk) {
-    const int offset = values ? 2 * tq + (kk & 1) + 8 * (kk >> 1) : gid + 8 * kk;
-    const bool key_ok = key0 + offset < keys;
-    const std::int64_t page = __shfl_sync(0xFFFFFFFFu, at.page, offset);
-    const std::int64_t row = __shfl_sync(0xFFFFFFFFu, at.row, offset);
+    const int key = values ? key0 + 2 * tq + (kk & 1) + 8 * (kk >> 1) : key0 + gid + 8 * kk;
+    const bool key_ok = key < keys;
+    std::int64_t page = run_page, row = run_row + (key - key0);
+    if (key_ok && key - key0 >= run) {
+      page_of_key(cache.pages, cache.table_stride, cache.num_pages, cache.page_size, first_key + key, page, row);
+    }
     const T* row_data = static_cast<const T*>(cache.data) + page * cache.page_stride + cache.head_offset +
                         row * cache.row_stride;
     for (int step = 0; step < cache.steps && step < kSteps; ++step) {
@@ -246,12 +246,11 @@ __device__ __noinline__ void store_item_paged(unsigned base, PagedCache cache, L
   }
 }
 
-// issue_item for paged keys: item `item` of this warp into ring slot `slot`, its tile's keys at
-// `at` (LanePage).
+// issue_item for paged keys: item `item` of this warp into ring slot `slot`.
 template <typename T, int KC, int VC>
 __device__ __forceinline__ void issue_item_paged(const VectorArgs& a, const Sequence& seq, std::int64_t kv_head,
-                                                 const Copies& st, LanePage at, int item, int slot, int warp, int gid,
-                                                 int tq) {
+                                                 std::int64_t key_begin, const Copies& st, int item, int slot,
+                                                 int warp, int gid, int tq) {
   constexpr int kItemChunks = 2 * KC;
   const unsigned base = st.ring + static_cast<unsigned>(slot * kItemChunks) * kChunkBytes + (gid * 4 + tq) * 16;
   const int key0 = (warp + kWarps * (item >> 1)) * kTileKeys;
@@ -261,9 +260,9 @@ __device__ __forceinline__ void issue_item_paged(const VectorArgs& a, const Sequ
                          stride(0), kv_head * stride(1), stride(2), stride(3), values ? a.value_dim : a.head_dim,
                          values ? a.v_steps : a.k_steps, a.wide_loads};
   if (values) {
-    store_item_paged<T, VC>(base, cache, at, st.keys, key0, gid, tq, true);
+    store_item_paged<T, VC>(base, cache, key_begin, st.keys, key0, gid, tq, true);
   } else {
-    store_item_paged<T, KC>(base, cache, at, st.keys, key0, gid, tq, false);
+    store_item_paged<T, KC>(base, cache, key_begin, st.keys, key0, gid, tq, false);
   }
   ptx::cp_async_commit();
 }
@@ -579,10 +578,10 @@ __global__ void __launch_bounds__(kThreads) vector_mma_kernel(const VectorArgs a
   const int ring_items = a.ring_items;
   const unsigned ring_base = ptx::shared_address(shared);
   const unsigned q_base = ring_base + static_cast<unsigned>(kWarps * ring_items * kItemChunks) * kChunkBytes;
-  const bool paged = a.form == call::Form::Paged;
   Copies st;
   {
     // Dense and ragged keys lie at one stride from the block's first (paged: issue_item_paged).
+    const bool paged = a.form == call::Form::Paged;
     const T* k_block = static_cast<const T*>(a.k) + (paged ? 0 : call::key_offset(a, a.k_strides, seq, kv_head, key_begin));
     const T* v_block = static_cast<const T*>(a.v) + (paged ? 0 : call::key_offset(a, a.v_strides, seq, kv_head, key_begin));
     st.k_rows = reinterpret_cast<const char*>(k_block);
@@ -601,27 +600,9 @@ __global__ void __launch_bounds__(kThreads) vector_mma_kernel(const VectorArgs a
   const int tiles = keys > warp * kTileKeys ? (keys - warp * kTileKeys + kBlockStep - 1) / kBlockStep : 0;
   const int items = 2 * tiles;
   int next_item = 0, next_slot = 0;
-  // Paged: each lane's key of the tiles of the next items, read two tiles ahead of their copies,
-  // so that no copy waits for its block-table read (a page of one key is a read per key).
-  const auto lane_page = [&](int t) {
-    LanePage at;
-    const int key = (warp + kWarps * t) * kTileKeys + (lane & 15);
-    if (paged && t < tiles && key < keys) {
-      std::int64_t page = 0, row = 0;
-      page_of_key(a, seq, key_begin + key, page, row);
-      at = {static_cast<int>(page), static_cast<int>(row)};
-    }
-    return at;
-  };
-  LanePage pages_now = lane_page(0), pages_next = lane_page(1), pages_later = lane_page(2);
   const auto issue_next = [&] {
-    if (next_item < items && paged) {
-      issue_item_paged<T, KC, VC>(a, seq, kv_head, st, pages_now, next_item, next_slot, warp, gid, tq);
-      if (next_item & 1) {  // the tile's V item: its last
-        pages_now = pages_next;
-        pages_next = pages_later;
-        pages_later = lane_page((next_item >> 1) + 3);
-      }
+    if (next_item < items && a.form == call::Form::Paged) {
+      issue_item_paged<T, KC, VC>(a, seq, kv_head, key_begin, st, next_item, next_slot, warp, gid, tq);
     } else if (next_item < items) {
       issue_item<T, KC, VC, kFast>(a, st, next_item, next_slot, warp, gid, tq);
     } else {

@@ -107,9 +107,8 @@ std::string serving_reason(const Problem& p, const CudaTiledShape& s) {
           ? format("keys read in place from pages of {} keys by the block table: a {}-key tile as TMA boxes of {} "
                    "keys, each from one page (the producer warp's lanes read the block-table entries, clamped to "
                    "the cache, a tile ahead and issue a box each); boxes past the sequence are addressed past the "
-                   "cache and read as zeros, "
-                   "and the V rows past its last key in a partial box (a page's tail, which may hold NaN) are "
-                   "zeroed in shared memory before P·V",
+                   "cache and read as zeros, and the V rows past its last key in a partial box (a page's tail, "
+                   "which may hold NaN) are zeroed in shared memory before P·V",
                    p.page_size, s.block_n, hopper_page_box_keys(p.page_size, static_cast<int>(s.block_n)))
           : format("keys read in place from pages of {} keys by the block table (a tile's rows at one stride from "
                    "its first while they share a page, {})",
