@@ -133,18 +133,19 @@ __global__ void scatter_pages_kernel(const uint4* dense, uint4* cache, const std
 }
 
 // A paged copy of dense K and V [B, Hkv, keys, D]: the pages of every sequence shuffled over
-// the cache (fixed seed), as an engine's allocator leaves them after a while.
+// the cache (fixed seed), as an engine's allocator leaves them after a while; or in order, so
+// that with one page per sequence the cache is dense [B, keys, Hkv, D].
 struct PagedCache {
   DeviceBuffer k, v, table, lengths;
   heed::PagedKv pages;
   TensorView k_view, v_view;
   PagedCache(const DeviceBuffer& dense_k, const DeviceBuffer& dense_v, std::int64_t batch, std::int64_t keys,
-             std::int64_t page_size) {
+             std::int64_t page_size, bool shuffled = true) {
     const std::int64_t pages_per_sequence = keys / page_size, count = batch * pages_per_sequence;
     std::vector<std::int32_t> order(static_cast<std::size_t>(count));
     std::iota(order.begin(), order.end(), 0);
     std::mt19937 rng(static_cast<std::uint32_t>(11 + page_size));
-    std::shuffle(order.begin(), order.end(), rng);
+    if (shuffled) std::shuffle(order.begin(), order.end(), rng);
     table = upload(order);
     lengths = upload(std::vector<std::int32_t>(static_cast<std::size_t>(batch), static_cast<std::int32_t>(keys)));
     const std::size_t bytes = static_cast<std::size_t>(batch * kKvHeads * keys * kHeadDim) * 2;
@@ -220,6 +221,10 @@ struct Comparison {
   FormTimes serving, dense;
   FormTimes dense_batch;  // one dense call over the whole batch, where the lengths are equal
   bool has_dense_batch = false;
+  // Paged: the dense call over keys laid out as the cache's pages are, [B, Lk, Hkv, D] (its key
+  // heads interleaved), so that the layout's cost and the paging's are told apart.
+  FormTimes dense_token_major;
+  bool has_dense_token_major = false;
 };
 
 double rate(const Comparison& c, double ms) { return ms > 0 ? c.work / (ms * 1e-3) / 1e12 : -1; }
@@ -258,6 +263,9 @@ std::string json_of(const Comparison& c, const Ceilings& ceilings) {
   line.add("dense_graph_ms", c.dense.graph_ms).add("dense_ms", c.dense.call_ms).add("dense_loop_ms", c.dense.loop_ms);
   if (c.has_dense_batch)
     line.add("dense_batch_graph_ms", c.dense_batch.graph_ms).add("dense_batch_ms", c.dense_batch.call_ms);
+  if (c.has_dense_token_major)
+    line.add("dense_blhd_graph_ms", c.dense_token_major.graph_ms)
+        .add("blhd_ratio", ratio(c.dense_token_major.graph_ms, c.serving.graph_ms), "%.4f");
   line.add("graph_rate", rate(c, c.serving.graph_ms), "%.4f")
       .add("dense_graph_rate", rate(c, c.dense.graph_ms), "%.4f");
   line.add("ratio", ratio(c.dense.graph_ms, c.serving.graph_ms), "%.4f");
@@ -299,6 +307,7 @@ void report(Report& r, const Comparison& c) {
               c.dense_kernel.c_str());
   print_times("dense", c, c.dense);
   if (c.has_dense_batch) print_times("dense, one batched call", c, c.dense_batch);
+  if (c.has_dense_token_major) print_times("dense [B, Lk, Hkv, D]", c, c.dense_token_major);
   print_times(c.form.c_str(), c, c.serving);
   const double graph_ratio = ratio(c.dense.graph_ms, c.serving.graph_ms);
   const double loop_ratio = ratio(c.dense.loop_ms, c.serving.loop_ms);
@@ -402,6 +411,17 @@ Form paged_form(const TensorView& q, const PagedCache& cache, TensorView out, co
           plan.scratch_bytes, plan.kernel_name};
 }
 
+// The dense call over `buffers`' K and V copied as [B, keys, Hkv, D], the layout of the paged
+// caches here with one page per sequence. It keeps the copy it reads.
+Form token_major_form(const Buffers& buffers, const TensorView& q, TensorView out, std::int64_t batch,
+                      std::int64_t keys, const AttentionOptions& options) {
+  const auto cache = std::make_shared<PagedCache>(buffers.k, buffers.v, batch, keys, keys, false);
+  Form form = dense_form(q, rows_as_dense(cache->k, 0, batch, kKvHeads, keys),
+                         rows_as_dense(cache->v, 0, batch, kKvHeads, keys), out, options);
+  form.run = [run = form.run, cache](const AttentionOptions& o, cudaStream_t stream) { run(o, stream); };
+  return form;
+}
+
 // Runs both forms once and compares their outputs, then times them: the dense form first,
 // unless its times are given (a dense call shared by several serving cases).
 void measure(Report& r, Comparison& c, const Form& serving, const Form& dense, const AttentionOptions& options,
@@ -481,6 +501,10 @@ void paged_decode(Report& r, std::int64_t batch, std::int64_t keys) {
                  bf16(b.v, Shape{batch, kKvHeads, keys, kHeadDim}),
                  bf16(b.dense_out, Shape{batch, kQHeads, 1, kHeadDim}), options);
   const FormTimes dense_times = time_form(dense, options, r.reps);
+  const FormTimes token_major_times =
+      time_form(token_major_form(b, bf16(b.q, Shape{batch, kQHeads, 1, kHeadDim}),
+                                 bf16(b.dense_out, Shape{batch, kQHeads, 1, kHeadDim}), batch, keys, options),
+                options, r.reps);
   for (const std::int64_t page_size : page_sizes) {
     if (!wanted(page_size)) continue;
     const PagedCache cache(b.k, b.v, batch, keys, page_size);
@@ -494,6 +518,8 @@ void paged_decode(Report& r, std::int64_t batch, std::int64_t keys) {
     c.in_bytes = true;
     c.work = 2.0 * 2.0 * static_cast<double>(batch * kKvHeads * keys * kHeadDim);  // K and V, 2 bytes each
     c.target = paged_decode_target(page_size);
+    c.has_dense_token_major = true;
+    c.dense_token_major = token_major_times;
     measure(r, c, serving, dense, options, b, &dense_times);
     report(r, c);
   }
@@ -578,6 +604,11 @@ void paged_chunked_prefill(Report& r, std::int64_t batch, std::int64_t queries, 
   c.page_size = page_size;
   c.work = pair_flops(visible_pairs(queries, keys, true) * static_cast<double>(batch));
   c.target = 0.90;
+  c.has_dense_token_major = true;
+  c.dense_token_major = time_form(token_major_form(b, rows_as_dense(b.q, 0, batch, kQHeads, queries),
+                                                   rows_as_dense(b.dense_out, 0, batch, kQHeads, queries), batch,
+                                                   keys, options),
+                                  options, r.reps);
   measure(r, c, serving, dense, options, b);
   report(r, c);
 }
