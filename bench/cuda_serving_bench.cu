@@ -17,7 +17,7 @@
 // events (per call). Each case prints readable lines and one JSON object (also to --json FILE);
 // the ratios' summary comes last. Exit status 1 where an output is wrong or a case threw.
 //
-//   heed_cuda_serving_bench [--reps N] [--case TEXT]... [--json FILE]
+//   heed_cuda_serving_bench [--reps N] [--case TEXT]... [--json FILE] [--variants]
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -36,8 +36,14 @@
 #include <string>
 #include <vector>
 
+#include "call/validate.hpp"
+#include "cuda/runtime.hpp"
 #include "cuda_timing.cuh"
+#include "device/cuda_device.hpp"
 #include "heed/heed.hpp"
+#include "plan/cuda_plan.hpp"
+#include "plan/overrides.hpp"
+#include "plan/planner.hpp"
 
 const char* const heed::gpu_bench::kProgram = "heed_cuda_serving_bench";
 
@@ -285,6 +291,7 @@ struct Report {
   Ceilings ceilings;
   std::vector<std::string> summary;  // one line per case, printed last
   int failures = 0;                  // cases whose outputs differ from the dense ones, or that threw
+  bool variants = false;             // --variants: paged decode's vector-route variants too
 
   bool wants(const std::string& name) const {
     if (only.empty()) return true;
@@ -484,6 +491,65 @@ void varlen_prefill(Report& r, const std::string& name, const std::vector<std::i
   report(r, c);
 }
 
+// Paged decode's vector route with its launch choices varied (--variants): the kernel, the ring
+// and the partitions, each planned by the same planner and timed by graph replay of its launches
+// alone, one JSON object each ("variant_of"). A variant that plans what an earlier one did is left out.
+void time_paged_variants(const Report& r, const std::string& name, const TensorView& q, const PagedCache& cache,
+                         const TensorView& out, double bytes) {
+  using namespace heed;
+  using Kernel = plan::CudaVectorKernel;
+  struct Variant {
+    const char* name;
+    Kernel kernel;
+    double partitions, ring;  // times the planned count (0: planned)
+    int blocks_per_sm;        // the ring sized for this many blocks per SM (0: planned)
+  };
+  constexpr Variant kVariants[] = {
+      {"planned", Kernel::Auto, 0, 0, 0},       {"mma_cp_async", Kernel::Mma, 0, 0, 0},
+      {"partitions_x2", Kernel::Auto, 2, 0, 0}, {"partitions_half", Kernel::Auto, 0.5, 0, 0},
+      {"ring_half", Kernel::Auto, 0, 0.5, 0},   {"ring_x2", Kernel::Auto, 0, 2, 0},
+      {"ring_x4", Kernel::Auto, 0, 4, 0},       {"blocks_1", Kernel::Auto, 0, 0, 1},
+      {"blocks_2", Kernel::Auto, 0, 0, 2},      {"blocks_3", Kernel::Auto, 0, 0, 3},
+      {"blocks_2_parts_x2", Kernel::Auto, 2, 0, 2},
+  };
+  const call::Call problem = call::validate_paged(q, cache.k_view, cache.v_view, cache.pages, &out, kScale, {});
+  const plan::CudaDeviceInfo& device = heed::device::cuda_device_info(q.device, kProgram);
+  const plan::PlanOverrides& environment = plan::environment_overrides();
+  std::vector<plan::CudaRoute> timed;
+  for (const Variant& variant : kVariants) {
+    plan::PlanOverrides overrides = environment;
+    overrides.cuda_vector = variant.kernel;
+    const plan::CudaRoute base = plan::plan_cuda(problem, device, overrides);
+    plan::CudaVectorTuning& tuning = overrides.cuda_vector_tuning;
+    if (variant.partitions > 0) {
+      tuning.partitions = std::max<std::int64_t>(1, std::llround(static_cast<double>(base.vector.partitions) *
+                                                                 variant.partitions));
+    }
+    if (variant.ring > 0) tuning.ring_items = std::max(2, static_cast<int>(base.vector.ring_items * variant.ring));
+    tuning.blocks_per_sm = variant.blocks_per_sm;
+    const plan::CudaRoute route = plan::plan_cuda(problem, device, overrides);
+    if (!std::holds_alternative<route::Vector>(route.plan.kernel)) continue;
+    const auto same = [&](const plan::CudaRoute& other) {
+      return other.plan.kernel_name == route.plan.kernel_name && other.vector.partitions == route.vector.partitions &&
+             other.vector.ring_items == route.vector.ring_items &&
+             other.vector.blocks_per_sm == route.vector.blocks_per_sm && other.vector.warps == route.vector.warps;
+    };
+    if (std::any_of(timed.begin(), timed.end(), same)) continue;
+    timed.push_back(route);
+    const DeviceBuffer scratch = device_bytes(std::max<std::size_t>(route.plan.scratch_bytes, 256));
+    const auto launch = [&](cudaStream_t stream) {
+      cuda::launch_attention(problem, route, static_cast<std::byte*>(scratch.get()), stream);
+    };
+    const double ms = graph_ms(launch, 20, kBudgetMs, std::max(r.reps / 3, 3));
+    std::printf("{\"variant_of\": \"%s\", \"variant\": \"%s\", \"kernel\": \"%s\", \"partitions\": %lld, "
+                "\"ring_items\": %d, \"blocks_per_sm\": %d, \"warps\": %d, \"graph_ms\": %.5f, \"tbytes\": %.4f}\n",
+                name.c_str(), variant.name, route.plan.kernel_name.c_str(),
+                static_cast<long long>(route.vector.partitions), route.vector.ring_items, route.vector.blocks_per_sm,
+                route.vector.warps, ms, ms > 0 ? bytes / (ms * 1e-3) / 1e12 : -1.0);
+    std::fflush(stdout);
+  }
+}
+
 // The paged decode ratio aimed at per page size: a page of one key reads the block table per key.
 double paged_decode_target(std::int64_t page_size) { return page_size == 1 ? 0.85 : page_size >= 128 ? 0.98 : 0.95; }
 
@@ -522,6 +588,10 @@ void paged_decode(Report& r, std::int64_t batch, std::int64_t keys) {
     c.dense_token_major = token_major_times;
     measure(r, c, serving, dense, options, b, &dense_times);
     report(r, c);
+    if (r.variants) {
+      time_paged_variants(r, c.name, bf16(b.q, Shape{batch, kQHeads, kHeadDim}), cache,
+                          bf16(b.out, Shape{batch, kQHeads, kHeadDim}), c.work);
+    }
   }
 }
 
@@ -664,6 +734,8 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "--reps" && i + 1 < argc) {
       r.reps = std::max(3, std::atoi(argv[++i]));
+    } else if (arg == "--variants") {
+      r.variants = true;
     } else if (arg == "--case" && i + 1 < argc) {
       r.only.emplace_back(argv[++i]);
     } else if (arg == "--json" && i + 1 < argc) {
@@ -673,7 +745,7 @@ int main(int argc, char** argv) {
         return 2;
       }
     } else {
-      std::fprintf(stderr, "usage: %s [--reps N] [--case TEXT]... [--json FILE]\n", kProgram);
+      std::fprintf(stderr, "usage: %s [--reps N] [--case TEXT]... [--json FILE] [--variants]\n", kProgram);
       return 2;
     }
   }
