@@ -9,6 +9,9 @@
 //   - chunked prefill on a paged cache (the last 2048 queries of each sequence, causal; pages of
 //     1, 16, 64 and 256 keys) against the dense causal call with Lq 2048, Lk 16384;
 //   - the host time of one C++ call (case "host"): attention, attention_paged and Runner::run.
+// Paged cases also time the dense call over K and V laid out as the caches are, [B, Lk, Hkv, D]
+// ("blhd_ratio"), so that the layout's cost is told apart from the paging's; --variants times
+// paged decode's vector route with its kernel, ring and partitions varied.
 // Metadata lives on the device with max_seqlen_q / max_seqlen_k given, as an engine's does. Each
 // form's output is checked against the dense one's first (the run fails past kTolerance). Each
 // form is timed three ways: its calls captured into a CUDA graph with a caller's workspace and
