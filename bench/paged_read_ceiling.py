@@ -88,9 +88,11 @@ def main():
         for page_size in [1, 16, 128]:
             for heads_fastest, all_heads, label in orders:
                 for shuffled in [True, False] if page_size == 1 else [True]:
-                    us, tbytes = rate(kernel, batch, keys, page_size, heads_fastest, all_heads, shuffled)
-                    print(f"B{batch} x {keys} page {page_size:3d} {label:21s} {'shuffled' if shuffled else 'in order'}:"
-                          f" {us:8.1f} us {tbytes:5.2f} TB/s", flush=True)
+                    for per_block in [512, 128] if batch == 1 else [512]:  # one sequence: more blocks
+                        us, tbytes = rate(kernel, batch, keys, page_size, heads_fastest, all_heads, shuffled, per_block)
+                        print(f"B{batch} x {keys} page {page_size:3d} {label:21s} "
+                              f"{'shuffled' if shuffled else 'in order'}, {per_block} keys a block:"
+                              f" {us:8.1f} us {tbytes:5.2f} TB/s", flush=True)
 
 
 if __name__ == "__main__":
