@@ -37,6 +37,9 @@ __device__ __forceinline__ void cp_async_arrive(unsigned barrier) {
 // No clobber: committing reads and writes nothing; it stays after its copies as volatile asm, and
 // their bytes are visible only after wait_group, which carries the clobber.
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Brings the line holding `p` (a valid address) into L1, so that a later load of it does not wait
+// on L2 or memory; nothing is returned and nothing waits for it.
+__device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p)); }
 // All but the newest kPending groups have landed; "memory" keeps the shared loads of them after it.
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {

@@ -67,6 +67,14 @@ __device__ __forceinline__ void page_of_key(const VectorArgs& a, const Sequence&
   page_of_key(s.pages, a.seqs.table_strides[1], a.seqs.num_pages, a.page_size, j, page, row);
 }
 
+// Brings the block-table line of key j (one of the sequence's keys) into L1 a few steps before
+// the entries are loaded: with small pages every tile of keys reads the table afresh.
+__device__ __forceinline__ void prefetch_table(const std::int32_t* pages, std::int64_t table_stride,
+                                               std::int64_t page_size, std::int64_t j) {
+  const auto size = static_cast<unsigned>(page_size < 0x7fffffff ? page_size : 0x7fffffff);
+  ptx::prefetch_l1(pages + static_cast<unsigned>(j) / size * table_stride);
+}
+
 // Key rows [first, first + run) of a paged sequence lie at one stride from key `first`'s, whose
 // element offsets in k and v are these: one block-table read per page run.
 struct KeyRun {

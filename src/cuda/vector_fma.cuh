@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/format.hpp"
 #include "cuda/common.cuh"
@@ -111,23 +112,49 @@ __device__ __forceinline__ void issue_step_wide(unsigned ring_stage, const char*
   ptx::cp_async_commit();
 }
 
-// issue_step for paged keys: each key row's offsets from one block-table read per page run (the
-// step's keys mostly share a page), rows past the block's keys clamped into it as above.
-// `k_lane[c]` points at this lane's chunk c of the cache's element 0 (bytes).
+// The block-table entries of one step's U keys (j0 on, clamped to the block's last key), loaded a
+// step ahead of the copies that use them: with small pages each key has its own entry, and a copy
+// that waited on its entry would leave the ring short while the warp computes.
+template <int U>
+struct StepPages {
+  std::int32_t entry[U];  // as the table holds it: clamped to the cache where used
+  int row[U];
+};
+
+template <int U>
+__device__ __forceinline__ StepPages<U> step_pages(const VectorArgs& a, const Sequence& seq, std::int64_t j0,
+                                                   std::int64_t key_end) {
+  const auto size = static_cast<unsigned>(a.page_size < 0x7fffffff ? a.page_size : 0x7fffffff);
+  const auto key = static_cast<unsigned>(min(j0, key_end - 1));
+  unsigned index = key / size, row = key - index * size;
+  StepPages<U> p;
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    if (u > 0 && j0 + u < key_end && ++row == size) {
+      row = 0;
+      ++index;
+    }
+    p.entry[u] = seq.pages[index * a.seqs.table_strides[1]];
+    p.row[u] = static_cast<int>(row);
+  }
+  return p;
+}
+
+// issue_step for paged keys, at the rows of `pages` (step_pages of j0). `k_lane[c]` points at
+// this lane's chunk c of the cache's element 0 (bytes).
 template <typename T, int C, int U>
-__device__ __forceinline__ void issue_step_paged(const VectorArgs& a, const Sequence& seq, std::int64_t kv_head,
-                                                 uint4* ring, int stage, std::int64_t j0, std::int64_t key_end,
-                                                 const char* const (&k_lane)[C], const char* const (&v_lane)[C],
-                                                 int L, int sub) {
+__device__ __forceinline__ void issue_step_paged(const VectorArgs& a, std::int64_t kv_head, uint4* ring, int stage,
+                                                 const StepPages<U>& pages, const char* const (&k_lane)[C],
+                                                 const char* const (&v_lane)[C], int L, int sub) {
   constexpr int E = 16 / sizeof(T);
   constexpr std::int64_t kBytes = sizeof(T);
   const T* k = static_cast<const T*>(a.k);
   const T* v = static_cast<const T*>(a.v);
-  const KeyRun run = key_run_at(a, seq, kv_head, min(j0, key_end - 1));
 #pragma unroll
   for (int u = 0; u < U; ++u) {
-    std::int64_t k_row, v_row;
-    key_row_offsets(a, seq, kv_head, run, min(j0 + u, key_end - 1), k_row, v_row);
+    const std::int64_t page = call::detail::clamp(std::int64_t{pages.entry[u]}, std::int64_t{0}, a.seqs.num_pages - 1);
+    const std::int64_t k_row = page * a.k_strides.s[0] + kv_head * a.k_strides.s[1] + pages.row[u] * a.k_strides.s[2];
+    const std::int64_t v_row = page * a.v_strides.s[0] + kv_head * a.v_strides.s[1] + pages.row[u] * a.v_strides.s[2];
 #pragma unroll
     for (int c = 0; c < C; ++c) {
       if (a.wide_loads) {
@@ -446,9 +473,18 @@ __device__ __forceinline__ void stream_keys(const VectorArgs& a, const Sequence&
   const auto ring_lane = ptx::shared_address(ring + threadIdx.x);
   const int step_count = static_cast<int>(steps);
   std::int64_t issue_j0 = key_begin + group_offset;  // this key group's first key of the next issued step
+  // Paged: the next issued step's table entries (its keys clamped into the block's).
+  std::conditional_t<paged, StepPages<U>, KeyRange> pages_ahead{};  // nothing for dense keys
+  if constexpr (paged) {
+    if (step_count > 0) pages_ahead = step_pages<U>(a, seq, issue_j0, key_end);
+  }
   const auto issue = [&](int stage) {
     if constexpr (paged) {
-      issue_step_paged<T, C, U>(a, seq, kv_head, ring, stage, issue_j0, key_end, k_lane, v_lane, L, sub);
+      issue_step_paged<T, C, U>(a, kv_head, ring, stage, pages_ahead, k_lane, v_lane, L, sub);
+      pages_ahead = step_pages<U>(a, seq, issue_j0 + step, key_end);
+      // The table line that step_pages reads two issues later.
+      const std::int64_t later = min(issue_j0 + 3 * step, key_end - 1);
+      if (sub == 0) prefetch_table(seq.pages, a.seqs.table_strides[1], a.page_size, later);
     } else if (a.wide_loads) {
       issue_step_wide<C, U>(ring_lane + stage * kStageBytes<C>, k_lane, v_lane, k_row_bytes, v_row_bytes, issue_j0,
                             key_end);
