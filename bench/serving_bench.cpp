@@ -3,7 +3,7 @@
 // ragged prefill against one dense call per sequence (FLOPs over real tokens per second). Prints
 // the CPU's ceilings measured in the same run first.
 //
-//   heed_serving_bench [--reps N]
+//   heed_serving_bench [--reps N]   (N: rounds of paged decode, calls of ragged prefill; default 21)
 
 #include <algorithm>
 #include <chrono>
@@ -46,8 +46,31 @@ double median_seconds(int reps, const std::function<void()>& call) {
   return times[times.size() / 2];
 }
 
-// B sequences of `keys` keys each, one query per sequence: dense [B, Hkv, Lk, D] caches, then the
-// same keys in shuffled pages of each size.
+// Seconds of one call.
+double seconds_of(const std::function<void()>& call) {
+  const auto start = std::chrono::steady_clock::now();
+  call();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double median(std::vector<double> x) {
+  std::sort(x.begin(), x.end());
+  return x[x.size() / 2];
+}
+
+// One form of the decode cache and its call.
+struct DecodeForm {
+  const char* name;
+  std::vector<std::uint16_t> k, v;
+  std::vector<std::int32_t> table, lengths;
+  std::function<void()> call;
+};
+
+// B sequences of `keys` keys each, one query per sequence: dense [B, Hkv, Lk, D] caches, the same
+// keys as [B, Lk, Hkv, D] (a paged cache's row order), then in shuffled pages of each size. The
+// forms are timed round by round, one call each in turn, and each ratio is the median over rounds
+// of that round's dense time over the form's: memory bandwidth here drifts between runs by more
+// than the forms differ, and a paired ratio cancels the drift.
 void paged_decode(std::int64_t batch, std::int64_t keys, int reps) {
   std::mt19937 rng(11);
   const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
@@ -56,74 +79,88 @@ void paged_decode(std::int64_t batch, std::int64_t keys, int reps) {
   auto v = random_bf16(batch * kKvHeads * keys * kHeadDim, rng);
   std::vector<std::uint16_t> out(q.size());
   const double bytes = 2.0 * static_cast<double>(k.size()) * 2;
+  const bool explain = std::getenv("HEED_BENCH_EXPLAIN") != nullptr;
   TensorView qd(q.data(), DType::BFloat16, Shape{batch, kQHeads, 1, kHeadDim});
   TensorView kd(k.data(), DType::BFloat16, Shape{batch, kKvHeads, keys, kHeadDim});
   TensorView vd(v.data(), DType::BFloat16, Shape{batch, kKvHeads, keys, kHeadDim});
   TensorView od(out.data(), DType::BFloat16, Shape{batch, kQHeads, 1, kHeadDim});
-  const double dense = median_seconds(reps, [&] { heed::attention(qd, kd, vd, od, scale, {}); });
-  std::printf("paged decode B %lld x %lld keys, Hq %lld / Hkv %lld, D %lld, bf16\n", static_cast<long long>(batch),
-              static_cast<long long>(keys), static_cast<long long>(kQHeads), static_cast<long long>(kKvHeads),
-              static_cast<long long>(kHeadDim));
-  std::printf("  dense          %8.3f ms  %6.1f GB/s\n", dense * 1e3, bytes / dense * 1e-9);
-  // Each ratio against the dense call timed again right after the case: memory bandwidth here
-  // drifts between runs by more than the forms differ.
-  const auto dense_again = [&] {
-    return std::min(dense, median_seconds(reps, [&] { heed::attention(qd, kd, vd, od, scale, {}); }));
-  };
-  // The same keys with the heads interleaved per row, [B, Lk, Hkv, D]: a paged cache's row order.
+  std::vector<DecodeForm> forms;
+  forms.reserve(5);
+  forms.push_back({"dense", {}, {}, {}, {}, [&] { heed::attention(qd, kd, vd, od, scale, {}); }});
   {
-    std::vector<std::uint16_t> ki(k.size()), vi(v.size());
+    DecodeForm& f = forms.emplace_back(DecodeForm{"dense [B, Lk, Hkv, D]", std::vector<std::uint16_t>(k.size()),
+                                                  std::vector<std::uint16_t>(v.size()), {}, {}, {}});
     for (std::int64_t b = 0; b < batch; ++b) {
       for (std::int64_t h = 0; h < kKvHeads; ++h) {
         for (std::int64_t j = 0; j < keys; ++j) {
           const std::int64_t from = ((b * kKvHeads + h) * keys + j) * kHeadDim, to = ((b * keys + j) * kKvHeads + h) * kHeadDim;
-          std::memcpy(&ki[static_cast<std::size_t>(to)], &k[static_cast<std::size_t>(from)], kHeadDim * 2);
-          std::memcpy(&vi[static_cast<std::size_t>(to)], &v[static_cast<std::size_t>(from)], kHeadDim * 2);
+          std::memcpy(&f.k[static_cast<std::size_t>(to)], &k[static_cast<std::size_t>(from)], kHeadDim * 2);
+          std::memcpy(&f.v[static_cast<std::size_t>(to)], &v[static_cast<std::size_t>(from)], kHeadDim * 2);
         }
       }
     }
     const std::vector<std::int64_t> strides{keys * kKvHeads * kHeadDim, kHeadDim, kKvHeads * kHeadDim, 1};
-    TensorView ks(ki.data(), DType::BFloat16, Shape{batch, kKvHeads, keys, kHeadDim}, strides);
-    TensorView vs(vi.data(), DType::BFloat16, Shape{batch, kKvHeads, keys, kHeadDim}, strides);
-    if (std::getenv("HEED_BENCH_EXPLAIN")) std::printf("%s\n", heed::plan_attention(qd, ks, vs, {}).explain().c_str());
-    const double seconds = median_seconds(reps, [&] { heed::attention(qd, ks, vs, od, scale, {}); });
-    const double dense_now = dense_again();
-    std::printf("  dense [B, Lk, Hkv, D] %8.3f ms  %6.1f GB/s  / dense %.3f\n", seconds * 1e3, bytes / seconds * 1e-9,
-                dense_now / seconds);
+    const TensorView ks(f.k.data(), DType::BFloat16, Shape{batch, kKvHeads, keys, kHeadDim}, strides);
+    const TensorView vs(f.v.data(), DType::BFloat16, Shape{batch, kKvHeads, keys, kHeadDim}, strides);
+    if (explain) std::printf("%s\n", heed::plan_attention(qd, ks, vs, {}).explain().c_str());
+    f.call = [&, ks, vs] { heed::attention(qd, ks, vs, od, scale, {}); };
   }
-  for (std::int64_t page_size : {1, 16, 128}) {
+  static const char* const kPageNames[] = {"page size   1", "page size  16", "page size 128"};
+  const std::int64_t page_sizes[] = {1, 16, 128};
+  for (int i = 0; i < 3; ++i) {
+    const std::int64_t page_size = page_sizes[i];
     const std::int64_t pages_per_sequence = keys / page_size, pages = batch * pages_per_sequence;
-    std::vector<std::int32_t> table(static_cast<std::size_t>(pages));
-    std::iota(table.begin(), table.end(), 0);
-    std::shuffle(table.begin(), table.end(), rng);
+    DecodeForm& f = forms.emplace_back(DecodeForm{kPageNames[i], std::vector<std::uint16_t>(k.size()),
+                                                  std::vector<std::uint16_t>(v.size()),
+                                                  std::vector<std::int32_t>(static_cast<std::size_t>(pages)),
+                                                  std::vector<std::int32_t>(static_cast<std::size_t>(batch),
+                                                                            static_cast<std::int32_t>(keys)),
+                                                  {}});
+    std::iota(f.table.begin(), f.table.end(), 0);
+    std::shuffle(f.table.begin(), f.table.end(), rng);
     // The cache [pages, page_size, Hkv, D]: page table[b, p] holds keys p·page_size.. of sequence b.
-    std::vector<std::uint16_t> kc(k.size()), vc(v.size());
     for (std::int64_t b = 0; b < batch; ++b) {
       for (std::int64_t j = 0; j < keys; ++j) {
-        const std::int64_t page = table[static_cast<std::size_t>(b * pages_per_sequence + j / page_size)];
+        const std::int64_t page = f.table[static_cast<std::size_t>(b * pages_per_sequence + j / page_size)];
         for (std::int64_t h = 0; h < kKvHeads; ++h) {
           const std::int64_t from = ((b * kKvHeads + h) * keys + j) * kHeadDim;
           const std::int64_t to = ((page * page_size + j % page_size) * kKvHeads + h) * kHeadDim;
-          std::memcpy(&kc[static_cast<std::size_t>(to)], &k[static_cast<std::size_t>(from)], kHeadDim * 2);
-          std::memcpy(&vc[static_cast<std::size_t>(to)], &v[static_cast<std::size_t>(from)], kHeadDim * 2);
+          std::memcpy(&f.k[static_cast<std::size_t>(to)], &k[static_cast<std::size_t>(from)], kHeadDim * 2);
+          std::memcpy(&f.v[static_cast<std::size_t>(to)], &v[static_cast<std::size_t>(from)], kHeadDim * 2);
         }
       }
     }
-    std::vector<std::int32_t> lengths(static_cast<std::size_t>(batch), static_cast<std::int32_t>(keys));
     heed::PagedKv paged;
-    paged.block_table = TensorView(table.data(), DType::Int32, Shape{batch, pages_per_sequence});
-    paged.seqlens_k = TensorView(lengths.data(), DType::Int32, Shape{batch});
-    TensorView qp(q.data(), DType::BFloat16, Shape{batch, kQHeads, kHeadDim});
-    TensorView kp(kc.data(), DType::BFloat16, Shape{pages, page_size, kKvHeads, kHeadDim});
-    TensorView vp(vc.data(), DType::BFloat16, Shape{pages, page_size, kKvHeads, kHeadDim});
+    paged.block_table = TensorView(f.table.data(), DType::Int32, Shape{batch, pages_per_sequence});
+    paged.seqlens_k = TensorView(f.lengths.data(), DType::Int32, Shape{batch});
+    const TensorView qp(q.data(), DType::BFloat16, Shape{batch, kQHeads, kHeadDim});
+    const TensorView kp(f.k.data(), DType::BFloat16, Shape{pages, page_size, kKvHeads, kHeadDim});
+    const TensorView vp(f.v.data(), DType::BFloat16, Shape{pages, page_size, kKvHeads, kHeadDim});
     TensorView op(out.data(), DType::BFloat16, Shape{batch, kQHeads, kHeadDim});
-    if (std::getenv("HEED_BENCH_EXPLAIN")) {
-      std::printf("%s\n", heed::plan_attention_paged(qp, kp, vp, paged, {}).explain().c_str());
+    if (explain) std::printf("%s\n", heed::plan_attention_paged(qp, kp, vp, paged, {}).explain().c_str());
+    f.call = [&, paged, qp, kp, vp, op]() mutable { heed::attention_paged(qp, kp, vp, paged, op, scale, {}); };
+  }
+  // A warm-up call each, then `reps` rounds of one call per form.
+  std::vector<std::vector<double>> times(forms.size());
+  for (auto& f : forms) f.call();
+  for (int rep = 0; rep < reps; ++rep) {
+    for (std::size_t i = 0; i < forms.size(); ++i) times[i].push_back(seconds_of(forms[i].call));
+  }
+  std::printf("paged decode B %lld x %lld keys, Hq %lld / Hkv %lld, D %lld, bf16 (%d rounds, medians)\n",
+              static_cast<long long>(batch), static_cast<long long>(keys), static_cast<long long>(kQHeads),
+              static_cast<long long>(kKvHeads), static_cast<long long>(kHeadDim), reps);
+  for (std::size_t i = 0; i < forms.size(); ++i) {
+    const double seconds = median(times[i]);
+    std::printf("  %-22s %8.3f ms  %6.1f GB/s", forms[i].name, seconds * 1e3, bytes / seconds * 1e-9);
+    if (i == 0) {
+      std::printf("\n");
+      continue;
     }
-    const double seconds = median_seconds(reps, [&] { heed::attention_paged(qp, kp, vp, paged, op, scale, {}); });
-    const double dense_now = dense_again();
-    std::printf("  page size %3lld  %8.3f ms  %6.1f GB/s  paged / dense %.3f\n", static_cast<long long>(page_size),
-                seconds * 1e3, bytes / seconds * 1e-9, dense_now / seconds);
+    std::vector<double> ratios;
+    for (int rep = 0; rep < reps; ++rep) ratios.push_back(times[0][rep] / times[i][rep]);
+    std::sort(ratios.begin(), ratios.end());
+    std::printf("  / dense %.3f (rounds' quartiles %.3f-%.3f)\n", ratios[ratios.size() / 2], ratios[ratios.size() / 4],
+                ratios[ratios.size() * 3 / 4]);
   }
 }
 
@@ -180,7 +217,7 @@ void ragged_prefill(int sequences, std::int64_t shortest, std::int64_t longest, 
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reps = 7;
+  int reps = 21;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
       reps = std::max(1, std::atoi(argv[++i]));
