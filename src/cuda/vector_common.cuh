@@ -62,10 +62,6 @@ __device__ __forceinline__ void page_of_key(const std::int32_t* pages, std::int6
                                             std::int64_t& page, std::int64_t& row) {
   paged_row(pages, table_stride, num_pages, page_size, j, page, row);
 }
-__device__ __forceinline__ void page_of_key(const VectorArgs& a, const Sequence& s, std::int64_t j,
-                                            std::int64_t& page, std::int64_t& row) {
-  page_of_key(s.pages, a.seqs.table_strides[1], a.seqs.num_pages, a.page_size, j, page, row);
-}
 
 // Brings the block-table line of key j (one of the sequence's keys) into L1 a few steps before
 // the entries are loaded: with small pages every tile of keys reads the table afresh.
@@ -73,35 +69,6 @@ __device__ __forceinline__ void prefetch_table(const std::int32_t* pages, std::i
                                                std::int64_t page_size, std::int64_t j) {
   const auto size = static_cast<unsigned>(page_size < 0x7fffffff ? page_size : 0x7fffffff);
   ptx::prefetch_l1(pages + static_cast<unsigned>(j) / size * table_stride);
-}
-
-// Key rows [first, first + run) of a paged sequence lie at one stride from key `first`'s, whose
-// element offsets in k and v are these: one block-table read per page run.
-struct KeyRun {
-  std::int64_t first, run, k, v;
-};
-
-__device__ __forceinline__ KeyRun key_run_at(const VectorArgs& a, const Sequence& s, std::int64_t kv_head,
-                                             std::int64_t first) {
-  std::int64_t page, row;
-  page_of_key(a, s, first, page, row);
-  return {first, a.page_size - row, page * a.k_strides.s[0] + kv_head * a.k_strides.s[1] + row * a.k_strides.s[2],
-          page * a.v_strides.s[0] + kv_head * a.v_strides.s[1] + row * a.v_strides.s[2]};
-}
-
-// Element offsets of key row j in k and v: from `run` where j lies in it, else its own lookup.
-__device__ __forceinline__ void key_row_offsets(const VectorArgs& a, const Sequence& s, std::int64_t kv_head,
-                                                const KeyRun& run, std::int64_t j, std::int64_t& k,
-                                                std::int64_t& v) {
-  const std::int64_t d = j - run.first;
-  if (d >= 0 && d < run.run) {
-    k = run.k + d * a.k_strides.s[2];
-    v = run.v + d * a.v_strides.s[2];
-  } else {
-    const KeyRun own = key_run_at(a, s, kv_head, j);
-    k = own.k;
-    v = own.v;
-  }
 }
 
 // Writes one finished row by the score header's finalize step, in the log2 frame of m: out =
