@@ -424,7 +424,7 @@ void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, 
   } else {
     explain_fma_vector(reasons, p, fit, s, v, device);
   }
-  if (p.form != call::Form::Dense) reasons.push_back(vector_serving_reason(p, s.tma));
+  if (p.form != call::Form::Dense) reasons.push_back(vector_serving_reason(p, s.tma, s.tensor_cores));
   if (p.has_lse) {
     reasons.push_back(format("lse: each row's natural-log sum (sinks included) written {}",
                              passes == 2 ? "by the merge" : "with the row"));

@@ -62,14 +62,17 @@ std::string vector_tma_loads_reason(const Problem& p) {
 
 // How the vector kernels serve a ragged or paged batch (the TMA kernel: maps over all rows or
 // pages, tiles outside a block's keys masked and their V rows zeroed).
-std::string vector_serving_reason(const Problem& p, bool tma) {
+std::string vector_serving_reason(const Problem& p, bool tma, bool tensor_cores) {
   const std::string keys =
       p.form == call::Form::Ragged
           ? format("keys at cu_seqlens_k[b] of k and v{}", tma ? " (TMA maps over the [total_k, Hkv, E] rows)" : "")
       : tma ? format("keys read in place from pages of {} keys by TMA boxes at (row, key head, page), one "
                      "block-table read per 16-key tile, tiles from a multiple of 16 keys so none crosses a page",
                      p.page_size)
-            : format("keys read in place from pages of {} keys, one block-table read per page run", p.page_size);
+      : tensor_cores ? format("keys read in place from pages of {} keys, one block-table read per page run", p.page_size)
+                     : format("keys read in place from pages of {} keys, each step's block-table entries read a step "
+                              "ahead of its copies",
+                              p.page_size);
   return format("serving: {} sequences; grid, row tiles and partitions sized by the bounds Lq {} / Lk {}; each "
                 "block reads its sequence's lengths (clamped) and exits past its rows or keys; {}",
                 p.batch, p.q_len, p.kv_len, keys);

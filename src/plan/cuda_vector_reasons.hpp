@@ -16,7 +16,8 @@ std::string vector_tma_why_not(const Problem& p, const CudaDeviceInfo& device);
 std::string vector_tma_overridden(CudaVectorKernel asked);
 // How the TMA kernel loads K and V: boxes, swizzle, ring.
 std::string vector_tma_loads_reason(const Problem& p);
-// How the vector kernels (`tma`: the TMA kernel) read a ragged or paged batch's keys.
-std::string vector_serving_reason(const Problem& p, bool tma);
+// How the vector kernels (`tma`: the TMA kernel, else `tensor_cores`: the mma.sync kernel, else
+// the CUDA-core kernel) read a ragged or paged batch's keys.
+std::string vector_serving_reason(const Problem& p, bool tma, bool tensor_cores);
 
 }  // namespace heed::plan
