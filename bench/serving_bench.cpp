@@ -33,19 +33,6 @@ std::vector<std::uint16_t> random_bf16(std::int64_t count, std::mt19937& rng) {
   return data;
 }
 
-// Median seconds of `reps` calls after one warm-up.
-double median_seconds(int reps, const std::function<void()>& call) {
-  call();
-  std::vector<double> times;
-  for (int rep = 0; rep < reps; ++rep) {
-    const auto start = std::chrono::steady_clock::now();
-    call();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
 // Seconds of one call.
 double seconds_of(const std::function<void()>& call) {
   const auto start = std::chrono::steady_clock::now();
@@ -56,6 +43,14 @@ double seconds_of(const std::function<void()>& call) {
 double median(std::vector<double> x) {
   std::sort(x.begin(), x.end());
   return x[x.size() / 2];
+}
+
+// Median seconds of `reps` calls after one warm-up.
+double median_seconds(int reps, const std::function<void()>& call) {
+  call();
+  std::vector<double> times;
+  for (int rep = 0; rep < reps; ++rep) times.push_back(seconds_of(call));
+  return median(times);
 }
 
 // One form of the decode cache and its call.

@@ -67,8 +67,7 @@ __device__ __forceinline__ void page_of_key(const std::int32_t* pages, std::int6
 // the entries are loaded: with small pages every tile of keys reads the table afresh.
 __device__ __forceinline__ void prefetch_table(const std::int32_t* pages, std::int64_t table_stride,
                                                std::int64_t page_size, std::int64_t j) {
-  const auto size = static_cast<unsigned>(page_size < 0x7fffffff ? page_size : 0x7fffffff);
-  ptx::prefetch_l1(pages + static_cast<unsigned>(j) / size * table_stride);
+  ptx::prefetch_l1(pages + static_cast<unsigned>(j) / page_divisor(page_size) * table_stride);
 }
 
 // Writes one finished row by the score header's finalize step, in the log2 frame of m: out =

@@ -121,10 +121,12 @@ struct StepPages {
   int row[U];
 };
 
+struct NoPages {};  // dense and ragged keys: no table
+
 template <int U>
 __device__ __forceinline__ StepPages<U> step_pages(const VectorArgs& a, const Sequence& seq, std::int64_t j0,
                                                    std::int64_t key_end) {
-  const auto size = static_cast<unsigned>(a.page_size < 0x7fffffff ? a.page_size : 0x7fffffff);
+  const unsigned size = page_divisor(a.page_size);
   const auto key = static_cast<unsigned>(min(j0, key_end - 1));
   unsigned index = key / size, row = key - index * size;
   StepPages<U> p;
@@ -474,7 +476,7 @@ __device__ __forceinline__ void stream_keys(const VectorArgs& a, const Sequence&
   const int step_count = static_cast<int>(steps);
   std::int64_t issue_j0 = key_begin + group_offset;  // this key group's first key of the next issued step
   // Paged: the next issued step's table entries (its keys clamped into the block's).
-  std::conditional_t<paged, StepPages<U>, KeyRange> pages_ahead{};  // nothing for dense keys
+  std::conditional_t<paged, StepPages<U>, NoPages> pages_ahead{};
   if constexpr (paged) {
     if (step_count > 0) pages_ahead = step_pages<U>(a, seq, issue_j0, key_end);
   }

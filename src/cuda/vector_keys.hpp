@@ -17,13 +17,18 @@
 
 namespace heed::cuda {
 
+// The page size the vector kernels divide key indices by, in 32 bits (paged_row below).
+HEED_HOST_DEVICE unsigned page_divisor(std::int64_t page_size) {
+  return static_cast<unsigned>(page_size < 0x7fffffff ? page_size : 0x7fffffff);
+}
+
 // Page and row within it of key j of a paged sequence whose block-table row is `pages`, the page
 // clamped to the cache (device metadata may hold anything): call::key_offset's lookup in 32-bit
 // arithmetic (keys < 2^31: int32 seqlens), which the vector kernels' loops take (page_of_key in
 // cuda/vector_common.cuh) without a 64-bit division.
 HEED_HOST_DEVICE void paged_row(const std::int32_t* pages, std::int64_t table_stride, std::int64_t num_pages,
                                 std::int64_t page_size, std::int64_t j, std::int64_t& page, std::int64_t& row) {
-  const auto size = static_cast<unsigned>(page_size < 0x7fffffff ? page_size : 0x7fffffff);
+  const unsigned size = page_divisor(page_size);
   const auto key = static_cast<unsigned>(j);
   const unsigned index = key / size;
   row = key - index * size;
