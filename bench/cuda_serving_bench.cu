@@ -513,7 +513,7 @@ void time_paged_variants(const Report& r, const std::string& name, const TensorV
       {"ring_half", Kernel::Auto, 0, 0.5, 0},   {"ring_x2", Kernel::Auto, 0, 2, 0},
       {"ring_x4", Kernel::Auto, 0, 4, 0},       {"blocks_1", Kernel::Auto, 0, 0, 1},
       {"blocks_2", Kernel::Auto, 0, 0, 2},      {"blocks_3", Kernel::Auto, 0, 0, 3},
-      {"blocks_2_parts_x2", Kernel::Auto, 2, 0, 2},
+      {"blocks_2_parts_x2", Kernel::Auto, 2, 0, 2},   {"tma_row_copies", Kernel::TmaRows, 0, 0, 0},
   };
   const call::Call problem = call::validate_paged(q, cache.k_view, cache.v_view, cache.pages, &out, kScale, {});
   const plan::CudaDeviceInfo& device = heed::device::cuda_device_info(q.device, kProgram);

@@ -154,6 +154,16 @@ __device__ __forceinline__ void st_shared_zero_16(unsigned address) {
 
 // --- TMA (cp.async.bulk.tensor, sm_90) -------------------------------------------------------
 
+// `bytes` (a multiple of 16) from 16-byte-aligned global memory into shared memory at
+// `destination` by the copy engine (no tensor map), completing on `barrier`.
+__device__ __forceinline__ void bulk_load(unsigned destination, const void* source, unsigned bytes,
+                                          unsigned barrier) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   destination),
+               "l"(source), "r"(bytes), "r"(barrier)
+               : "memory");
+}
+
 // One box of a 4-d tensor map (columns, rows of one (key head, batch)) into shared memory at
 // `destination`, completing on `barrier`.
 __device__ __forceinline__ void tma_load_box(unsigned destination, const CUtensorMap* map, unsigned barrier,

@@ -12,6 +12,8 @@
 // mbarrier (or, for rows that are no multiple of 64 columns, as one unswizzled box of whole
 // rows): the copy engine, not the lanes, keeps the ring's bytes in flight, which per-lane
 // cp.async could not (the cp.async kernel stalls near 3 TB/s with ~100 KiB requested per SM).
+// Pages of no multiple of 16 keys come by row copies instead: lanes 0-15 each copy one key's row
+// (cp.async.bulk, no map) from its page to a padded row of the slot (TmaItemLayout).
 // Lanes read their MMA fragments with ldmatrix (K as A, V transposed as Vᵀ's A), swizzled,
 // so without bank conflicts.
 //
@@ -51,6 +53,9 @@ constexpr int kBoxColumns = plan::cuda::kVectorTmaBoxColumns;
 constexpr unsigned kBoxBytes = kTileKeys * kBoxColumns * 2;  // 16 rows of 128 bytes
 constexpr unsigned kAlign = plan::cuda::kVectorTmaAlignBytes;
 static_assert(kBoxColumns * 2 == 128, "a box row is one 128-byte swizzle row");
+// An item's bytes by row copies (padded rows, TmaItemLayout).
+template <int kClass>
+constexpr auto kRowItemBytes = static_cast<unsigned>(plan::cuda::vector_tma_item_bytes(kClass, true));
 
 // W: warps per block (4, or 16 for wide blocks; cuda_tables.hpp).
 template <int W>
@@ -214,35 +219,55 @@ __device__ __forceinline__ void store_warp_out(const Accumulators<NT, kClass>& a
   }
 }
 
-// Lane 0's side of a warp's ring: item `item` (K of tile item / 2 when even, V when odd) into
-// the next slot, as the item's boxes completing on the slot's mbarrier. Items are issued in
-// order: a tile's K item takes the map coordinates found at the previous tile's (a paged tile's
-// block-table read, a tile ahead so that no copy waits for it) and finds the next tile's; its V
-// item reuses them.
-template <unsigned kItemBytes, int kBoxes>
+// One side of a warp's ring: item `item` (K of tile item / 2 when even, V when odd) into the next
+// slot, completing on the slot's mbarrier. Items are issued in order: a tile's K item takes the
+// coordinates found at the previous tile's (a paged tile's block-table read, a tile ahead so that
+// no copy waits for it) and finds the next tile's; its V item reuses them. Boxes: lane 0 copies
+// the item's boxes. Row copies (every lane calls): lane l < 16 holds key l's coordinates (the
+// tile's keys clamped to the block's last) and copies its row.
+template <unsigned kBoxItemBytes, unsigned kRowItemBytes, int kBoxes>
 struct TmaRing {
   unsigned ring, full;
-  int items, first_key, block_step, head, tiles;
+  int items, first_key, last_key, block_step, head, tiles;
   int slot = 0;
   TileCoordinates tile, ahead;
 
-  __device__ __forceinline__ void issue(const VectorTmaArgs& a, const Sequence& seq, int item) {
-    const unsigned destination = ring + static_cast<unsigned>(slot) * kItemBytes;
+  __device__ __forceinline__ TileCoordinates coordinates(const VectorTmaArgs& a, const Sequence& seq, int t,
+                                                         int lane) const {
+    const int key = first_key + t * block_step + (a.row_copies ? lane % kTileKeys : 0);
+    return tile_coordinates(a, seq, min(key, last_key));
+  }
+
+  __device__ __forceinline__ void issue(const VectorTmaArgs& a, const Sequence& seq, int item, int lane) {
+    const unsigned item_bytes = a.row_copies ? kRowItemBytes : kBoxItemBytes;
+    const unsigned destination = ring + static_cast<unsigned>(slot) * item_bytes;
     const unsigned barrier = full + 8u * static_cast<unsigned>(slot);
     const bool values = (item & 1) != 0;
     if (!values) {
       const int t = item >> 1;
-      tile = t == 0 ? tile_coordinates(a, seq, first_key) : ahead;
-      if (t + 1 < tiles) ahead = tile_coordinates(a, seq, first_key + (t + 1) * block_step);
+      tile = t == 0 ? coordinates(a, seq, 0, lane) : ahead;
+      if (t + 1 < tiles) ahead = coordinates(a, seq, t + 1, lane);
     }
-    const CUtensorMap* map = values ? &a.v_map : &a.k_map;
     const TmaItemLayout& layout = values ? a.v_layout : a.k_layout;
-    ptx::mbarrier_expect_bytes(barrier, layout.bytes);
+    if (a.row_copies) {
+      if (lane == 0) ptx::mbarrier_expect_bytes(barrier, layout.bytes);
+      __syncwarp();  // the expected count is set before any row lands
+      if (lane < kTileKeys) {
+        const Strides4& st = values ? a.v_strides : a.k_strides;
+        const std::int64_t at = tile.batch * st.s[0] + head * st.s[1] + tile.row * st.s[2];
+        const auto* data = static_cast<const unsigned char*>(values ? a.v : a.k);
+        ptx::bulk_load(destination + static_cast<unsigned>(lane) * layout.row_bytes, data + 2 * at,
+                       layout.bytes / kTileKeys, barrier);
+      }
+    } else {
+      ptx::mbarrier_expect_bytes(barrier, layout.bytes);
+      const CUtensorMap* map = values ? &a.v_map : &a.k_map;
 #pragma unroll
-    for (int box = 0; box < kBoxes; ++box) {
-      if (box >= layout.boxes) break;
-      ptx::tma_load_box(destination + box * kBoxBytes, map, barrier, box * kBoxColumns, tile.row, head,
-                        tile.batch);
+      for (int box = 0; box < kBoxes; ++box) {
+        if (box >= layout.boxes) break;
+        ptx::tma_load_box(destination + box * kBoxBytes, map, barrier, box * kBoxColumns, tile.row, head,
+                          tile.batch);
+      }
     }
     slot = slot + 1 == items ? 0 : slot + 1;
   }
@@ -282,7 +307,7 @@ __global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int kWarps = W, kThreads = 32 * W;
   constexpr int kBoxes = kClass / kBoxColumns;
-  constexpr unsigned kItemBytes = kBoxes * kBoxBytes;
+  constexpr unsigned kBoxItemBytes = kBoxes * kBoxBytes;
   constexpr int kPairs = kClass / 32;
   static_assert(NT >= 1 && NT * 8 <= kMaxRows, "one or two n-tiles of 8 rows");
   extern __shared__ unsigned char shared_raw[];
@@ -302,8 +327,9 @@ __global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
   const auto raw = ptx::shared_address(shared_raw);
   const unsigned base = (raw + kAlign - 1) & ~(kAlign - 1);
   const int ring_items = a.ring_items;
-  const unsigned ring = base + static_cast<unsigned>(warp * ring_items) * kItemBytes;
-  const unsigned q_base = base + static_cast<unsigned>(kWarps * ring_items) * kItemBytes;
+  const unsigned item_bytes = a.row_copies ? kRowItemBytes<kClass> : kBoxItemBytes;
+  const unsigned ring = base + static_cast<unsigned>(warp * ring_items) * item_bytes;
+  const unsigned q_base = base + static_cast<unsigned>(kWarps * ring_items) * item_bytes;
   const auto full = ptx::shared_address(&sh.full[warp][0]);
 
   // A ragged or paged block reads its sequence's lengths (clamped): partitions past its keys have
@@ -340,10 +366,12 @@ __global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
   const int tiles = keys > warp * kTileKeys ? (keys - warp * kTileKeys + kBlockStep - 1) / kBlockStep : 0;
   const int items = 2 * tiles;
   const int first_key = static_cast<int>(key_begin) + warp * kTileKeys;
-  TmaRing<kItemBytes, kBoxes> ring_in{ring, full, ring_items, first_key, kBlockStep, static_cast<int>(kv_head),
-                                     tiles};
-  if (lane == 0) {
-    for (int item = 0; item < ring_items - 1 && item < items; ++item) ring_in.issue(a, seq, item);
+  TmaRing<kBoxItemBytes, kRowItemBytes<kClass>, kBoxes> ring_in{ring,       full, ring_items, first_key,
+                                                        static_cast<int>(key_begin) + keys - 1,
+                                                        kBlockStep, static_cast<int>(kv_head), tiles};
+  const bool issuer = lane == 0 || a.row_copies;  // row copies: the warp's lanes, else lane 0
+  if (issuer) {
+    for (int item = 0; item < ring_items - 1 && item < items; ++item) ring_in.issue(a, seq, item, lane);
   }
 
   load_q<T, NT, kPairs, kThreads>(a, seq, sh.rows, tile_rows, q_base);
@@ -369,10 +397,10 @@ __global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
   unsigned phase = 0;
   for (int item = 0; item < items; ++item) {
     __syncwarp();  // every lane is done with the slot the previous item was read from
-    if (lane == 0 && item + ring_items - 1 < items) ring_in.issue(a, seq, item + ring_items - 1);
+    if (issuer && item + ring_items - 1 < items) ring_in.issue(a, seq, item + ring_items - 1, lane);
     ptx::mbarrier_wait(full + 8u * static_cast<unsigned>(read_slot), phase);
     __syncwarp();
-    const unsigned slot = ring + static_cast<unsigned>(read_slot) * kItemBytes;
+    const unsigned slot = ring + static_cast<unsigned>(read_slot) * item_bytes;
     if (++read_slot == ring_items) {
       read_slot = 0;
       phase ^= 1u;
@@ -402,7 +430,7 @@ __global__ void __launch_bounds__(32 * W, kMinBlocks<kClass, NT, W>)
 
 template <typename T, int kClass, int NT, int W>
 void launch_kernel(const VectorTmaArgs& a, const plan::CudaVectorShape& s, dim3 grid, cudaStream_t stream) {
-  static_assert(std::int64_t{kClass / kBoxColumns * kBoxBytes} == plan::cuda::vector_mma_item_bytes(kClass),
+  static_assert(std::int64_t{kClass / kBoxColumns * kBoxBytes} == plan::cuda::vector_tma_item_bytes(kClass, false),
                 "the planner's item size");
   allow_shared_bytes<vector_tma_kernel<T, kClass, NT, W>>(s.shared_bytes);
   vector_tma_kernel<T, kClass, NT, W><<<grid, 32 * W, static_cast<std::size_t>(s.shared_bytes), stream>>>(a);

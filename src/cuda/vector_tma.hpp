@@ -20,11 +20,13 @@ namespace heed::cuda {
 // 64-column boxes, 128-byte swizzled (box_stride = 2048 bytes, 128 bytes a key row, as many
 // boxes as the row has); other rows as one whole-row box, unswizzled: dense rows of
 // row_bytes, and box_stride = 128, so that 16-byte chunk c of key k always sits at
-// (c / 8) · box_stride + k · row_bytes + (c % 8) · 16 before the swizzle.
+// (c / 8) · box_stride + k · row_bytes + (c % 8) · 16 before the swizzle. Row copies (paged,
+// pages of no multiple of 16 keys) lay rows out as whole rows too, row_bytes the padded pitch
+// (vector_tma_row_pitch), one copy of bytes / 16 per row.
 struct TmaItemLayout {
   unsigned row_bytes = 0, box_stride = 0;
   unsigned bytes = 0;  // what an item's copies bring: the slot mbarrier's expected count
-  int boxes = 0;       // copies per item
+  int boxes = 0;       // copies per item (row copies: 16, one per key row)
   int chunks = 0;      // 16-byte chunks of a row: later ones are never read
   bool swizzled = false;
 };
@@ -33,8 +35,9 @@ struct TmaItemLayout {
 // B; boxes of 16 keys), built on the host for each call; the kernel takes them as a
 // __grid_constant__ parameter.
 struct VectorTmaArgs : VectorArgs {
-  CUtensorMap k_map, v_map;
+  CUtensorMap k_map, v_map;  // unused by row copies
   TmaItemLayout k_layout, v_layout;
+  bool row_copies = false;  // paged rows by one bulk copy each (plan::CudaVectorShape::row_copies)
 };
 
 // The maps of `args` for the plan's shape (keys past the visible span read as zeros).

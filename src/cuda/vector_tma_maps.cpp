@@ -43,6 +43,17 @@ CUtensorMap make_map(const void* data, const VectorTmaArgs& args, std::int64_t c
              : kv_rows_tensor_map(data, args.dtype, args, columns, extent.keys, extent.batches, strides, kKeys, what);
 }
 
+// Row copies: whole rows at the class's padded pitch, one copy per key row.
+TmaItemLayout row_copy_layout(std::int64_t columns, int head_class) {
+  TmaItemLayout l;
+  l.chunks = static_cast<int>(columns / 8);
+  l.row_bytes = static_cast<unsigned>(plan::cuda::vector_tma_row_pitch(head_class));
+  l.box_stride = 2 * kColumns;
+  l.boxes = kKeys;
+  l.bytes = static_cast<unsigned>(kKeys * 2 * columns);
+  return l;
+}
+
 }  // namespace
 
 void make_vector_tma_maps(VectorTmaArgs& args, const plan::CudaVectorShape& shape) {
@@ -52,6 +63,12 @@ void make_vector_tma_maps(VectorTmaArgs& args, const plan::CudaVectorShape& shap
   }
   // Dense keys past the visible span (the last tile of the last partition) read as zeros; a
   // ragged batch's map is its rows as one batch, a paged cache's its pages as batches of rows.
+  if (shape.row_copies) {
+    args.row_copies = true;
+    args.k_layout = row_copy_layout(args.head_dim, shape.head_class);
+    args.v_layout = row_copy_layout(args.value_dim, shape.head_class);
+    return;
+  }
   const vector_tma::MapExtent extent = vector_tma::map_extent(args, shape.span_end);
   args.k_layout = item_layout(args.head_dim);
   args.v_layout = item_layout(args.value_dim);

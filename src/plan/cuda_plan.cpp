@@ -83,7 +83,7 @@ VectorFit fit_vector_fma(const Problem& p) {
 // Dynamic shared memory of a tensor-core kernel block: the ring and q, or the warps' partial
 // outputs after the key loop, whichever is larger; the TMA kernel aligns it to the swizzle.
 std::int64_t mma_shared_bytes(const CudaVectorShape& s, int ring_items) {
-  const std::int64_t ring = std::int64_t{ring_items} * s.warps * vector_mma_item_bytes(s.head_class);
+  const std::int64_t ring = std::int64_t{ring_items} * s.warps * vector_tma_item_bytes(s.head_class, s.row_copies);
   return std::max(ring + vector_mma_q_bytes(s.head_class), vector_mma_epilogue_bytes(s.head_class, s.warps)) +
          (s.tma ? kVectorTmaAlignBytes : 0);
 }
@@ -96,7 +96,7 @@ bool fit_ring(CudaVectorShape& s, const CudaDeviceInfo& device, int blocks) {
                                      : s.warps == kVectorTmaWideWarps ? kVectorTmaWideStaticSharedBytes
                                                                       : kVectorTmaStaticSharedBytes;
   const auto static_bytes = static_cast<std::int64_t>(device.reserved_shared_per_block) + kernel_static;
-  const std::int64_t item = s.warps * vector_mma_item_bytes(s.head_class);
+  const std::int64_t item = s.warps * vector_tma_item_bytes(s.head_class, s.row_copies);
   const std::int64_t beside_ring = vector_mma_q_bytes(s.head_class) + (s.tma ? kVectorTmaAlignBytes : 0);
   for (; blocks >= 1; --blocks) {
     const std::int64_t budget = std::min(static_cast<std::int64_t>(device.shared_per_sm) / blocks - static_bytes,
@@ -152,6 +152,7 @@ std::optional<VectorFit> fit_vector_tma(const Problem& p, const CudaDeviceInfo& 
   CudaVectorShape& s = fit.shape;
   s.tensor_cores = true;
   s.tma = true;
+  s.row_copies = p.form == call::Form::Paged && p.page_size % kVectorMmaKeysPerTile != 0;
   s.elems_per_chunk = kVectorLoadBytes / static_cast<int>(size_of(p.dtype));
   s.head_class = vector_tma_head_class(p.head_dim, p.value_dim);
   s.k_steps = static_cast<int>(ceil_div(p.head_dim, 32));
@@ -199,7 +200,9 @@ std::optional<VectorFit> fit_vector(const Problem& p, const CudaDeviceInfo& devi
   const CudaVectorKernel asked = overrides.cuda_vector;
   const CudaVectorTuning& tuning = overrides.cuda_vector_tuning;
   std::string tma_why =
-      asked != CudaVectorKernel::Auto ? vector_tma_overridden(asked) : vector_tma_why_not(p, device);
+      asked != CudaVectorKernel::Auto && asked != CudaVectorKernel::TmaRows
+          ? vector_tma_overridden(asked)
+          : vector_tma_why_not(p, device, asked == CudaVectorKernel::TmaRows);
   if (tma_why.empty()) {
     if (const auto tma = fit_vector_tma(p, device, tuning)) {
       min_cap = std::min(min_cap, tma->intermediate);
@@ -369,7 +372,7 @@ void explain_mma_vector(std::vector<std::string>& reasons, const Problem& p, con
                              s.tma ? "the kernel skips the class's columns past the call's"
                                    : "the copies past the call's columns write zeros"));
   }
-  reasons.push_back(s.tma ? vector_tma_loads_reason(p)
+  reasons.push_back(s.tma ? vector_tma_loads_reason(p, s)
                           : format("loads: per-lane cp.async of each lane's fragments ({})", fit.tma_why));
   reasons.push_back(format("ring: {} items of 16 keys (K or V) per warp x {} warps, {} bytes of shared memory per "
                            "block, {} block(s) per SM ({} bytes per SM){}",
@@ -424,7 +427,7 @@ void build_vector(CudaRoute& r, const Problem& p, const CudaDeviceInfo& device, 
   } else {
     explain_fma_vector(reasons, p, fit, s, v, device);
   }
-  if (p.form != call::Form::Dense) reasons.push_back(vector_serving_reason(p, s.tma, s.tensor_cores));
+  if (p.form != call::Form::Dense) reasons.push_back(vector_serving_reason(p, s));
   if (p.has_lse) {
     reasons.push_back(format("lse: each row's natural-log sum (sinks included) written {}",
                              passes == 2 ? "by the merge" : "with the row"));

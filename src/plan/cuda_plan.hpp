@@ -32,6 +32,7 @@ struct CudaDeviceInfo {
 struct CudaVectorShape {
   bool tensor_cores = false;  // the mma kernel (float16 / bfloat16), else the CUDA-core one
   bool tma = false;           // tensor cores, K and V copied by TMA (cuda/vector_tma.cuh)
+  bool row_copies = false;    // TMA: paged rows copied one bulk copy each (pages of no multiple of 16)
   int elems_per_chunk = 8;   // elements of one 16-byte load
   int lanes_per_key = 32;    // lanes that share one key row (a power of two <= 32)
   int chunks_per_lane = 1;   // 16-byte chunks of a row each lane holds

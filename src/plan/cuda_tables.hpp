@@ -109,6 +109,14 @@ constexpr int vector_tma_head_class(std::int64_t head_dim, std::int64_t value_di
 // row's end ran at 0.63-0.98 of the compiled size's rate. Case: heed_cuda_bench --head-sizes
 // --mode decode (D 8, 24, 40, 48, 56, 104).
 constexpr bool vector_tma_whole_rows(std::int64_t columns) { return columns % kVectorTmaBoxColumns != 0; }
+// Pages of no multiple of 16 keys (a 16-key box would cross pages) load by row copies: one bulk
+// copy (cp.async.bulk, no tensor map) per key row, lanes 0-15 of a warp each copying one key's
+// row of its page, into rows vector_tma_row_pitch bytes apart: an odd number of 16-byte chunks,
+// so the 8 rows an ldmatrix reads lie in distinct banks. Case: paged_decode_*_p1.
+constexpr std::int64_t vector_tma_row_pitch(int head_class) { return 2 * std::int64_t{head_class} + 16; }
+constexpr std::int64_t vector_tma_item_bytes(int head_class, bool row_copies) {
+  return row_copies ? kVectorMmaKeysPerTile * vector_tma_row_pitch(head_class) : vector_mma_item_bytes(head_class);
+}
 // The swizzle's 1024-byte atoms: the kernel aligns its dynamic shared memory, the plan adds this.
 inline constexpr std::int64_t kVectorTmaAlignBytes = 1024;
 // Static shared memory of the kernel (one mbarrier per ring slot of each warp, its rows' bounds,

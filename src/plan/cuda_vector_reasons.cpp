@@ -11,7 +11,7 @@ namespace heed::plan {
 using namespace cuda;
 
 // Why the TMA kernel cannot serve `p` on `device`, or empty when it can.
-std::string vector_tma_why_not(const Problem& p, const CudaDeviceInfo& device) {
+std::string vector_tma_why_not(const Problem& p, const CudaDeviceInfo& device, bool row_copies) {
   if (device.major != 9 || device.minor != 0) {
     return format("the TMA kernel runs on compute capability 9.0 only (this device: {}.{})", device.major,
                   device.minor);
@@ -29,8 +29,10 @@ std::string vector_tma_why_not(const Problem& p, const CudaDeviceInfo& device) {
     return "the TMA kernel's tensor maps need contiguous 16-byte rows and positive strides of k and v";
   }
   // Its maps hold a paged cache's pages as batches of page_size rows: no 16-key box may cross one.
-  if (p.form == call::Form::Paged && p.page_size % kVectorMmaKeysPerTile != 0) {
-    return format("pages of {} keys (its 16-key boxes must not cross a page: page sizes of a multiple of 16)",
+  // Row copies serve other pages, planned only where asked until measured on a GPU.
+  if (p.form == call::Form::Paged && p.page_size % kVectorMmaKeysPerTile != 0 && !row_copies) {
+    return format("pages of {} keys (its 16-key boxes must not cross a page: page sizes of a multiple of 16; "
+                  "HEED_CUDA_VECTOR=tma-rows asks for its row copies, not yet measured)",
                   p.page_size);
   }
   if (p.kv_len >= (std::int64_t{1} << 31)) return "the TMA kernel's key coordinates are 32-bit";
@@ -43,13 +45,21 @@ std::string vector_tma_overridden(CudaVectorKernel asked) {
     case CudaVectorKernel::Fma: return "HEED_CUDA_VECTOR=fma asks for the CUDA-core kernel";
     case CudaVectorKernel::Mma: return "HEED_CUDA_VECTOR=mma asks for the cp.async tensor-core kernel";
     case CudaVectorKernel::CpAsync: return "the caller's overrides ask for the cp.async kernels, chosen by rows";
+    case CudaVectorKernel::TmaRows:
     case CudaVectorKernel::Auto: break;
   }
   return {};
 }
 
 // How the TMA kernel loads K and V, for the plan's explanation.
-std::string vector_tma_loads_reason(const Problem& p) {
+std::string vector_tma_loads_reason(const Problem& p, const CudaVectorShape& s) {
+  if (s.row_copies) {
+    return format("loads: one bulk copy (cp.async.bulk, no tensor map) per key row, lanes 0-15 of each warp a row "
+                  "each, into rows {} bytes apart in its ring (an odd number of 16-byte chunks: conflict-free "
+                  "ldmatrix, no swizzle), one mbarrier per slot; pages of {} keys are no multiple of 16, so a "
+                  "16-key box would cross pages (HEED_CUDA_VECTOR=tma-rows)",
+                  vector_tma_row_pitch(s.head_class), p.page_size);
+  }
   const auto boxes = [](std::int64_t columns) {
     return vector_tma_whole_rows(columns) ? format("whole rows ({} columns x 16 keys, no swizzle)", columns)
                                           : std::string("64-column x 16-key boxes, 128-byte swizzle");
@@ -62,10 +72,15 @@ std::string vector_tma_loads_reason(const Problem& p) {
 
 // How the vector kernels serve a ragged or paged batch (the TMA kernel: maps over all rows or
 // pages, tiles outside a block's keys masked and their V rows zeroed).
-std::string vector_serving_reason(const Problem& p, bool tma, bool tensor_cores) {
+std::string vector_serving_reason(const Problem& p, const CudaVectorShape& s) {
+  const bool tma = s.tma, tensor_cores = s.tensor_cores;
   const std::string keys =
       p.form == call::Form::Ragged
           ? format("keys at cu_seqlens_k[b] of k and v{}", tma ? " (TMA maps over the [total_k, Hkv, E] rows)" : "")
+      : tma && s.row_copies
+          ? format("keys read in place from pages of {} keys by one bulk copy per key row at (row, key head, "
+                   "page), each lane's block-table entry read a 16-key tile ahead",
+                   p.page_size)
       : tma ? format("keys read in place from pages of {} keys by TMA boxes at (row, key head, page), one "
                      "block-table read per 16-key tile, tiles from a multiple of 16 keys so none crosses a page",
                      p.page_size)

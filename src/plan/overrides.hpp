@@ -14,6 +14,7 @@ enum class CudaVectorKernel {
   Fma,      // HEED_CUDA_VECTOR=fma: the CUDA-core kernel for float16 and bfloat16 too
   Mma,      // HEED_CUDA_VECTOR=mma: the cp.async tensor-core kernel at any row count
   CpAsync,  // the cp.async kernels chosen by rows, as before the TMA kernel (the bench's A/B line)
+  TmaRows,  // HEED_CUDA_VECTOR=tma-rows: the TMA kernel's row copies for pages of no multiple of 16
 };
 
 // The CUDA tiled (prefill) kernel, HEED_CUDA_TILED=mma|wgmma; wgmma only where it serves.

@@ -28,6 +28,7 @@ PlanOverrides overrides_from(const char* (*lookup)(const char* name)) {
   };
   if (is("HEED_CUDA_VECTOR", "fma")) overrides.cuda_vector = CudaVectorKernel::Fma;
   if (is("HEED_CUDA_VECTOR", "mma")) overrides.cuda_vector = CudaVectorKernel::Mma;
+  if (is("HEED_CUDA_VECTOR", "tma-rows")) overrides.cuda_vector = CudaVectorKernel::TmaRows;
   if (is("HEED_CUDA_TILED", "mma")) overrides.cuda_tiled = CudaTiledKernel::Mma;
   if (is("HEED_CUDA_TILED", "wgmma")) overrides.cuda_tiled = CudaTiledKernel::Wgmma;
   overrides.cuda_wgmma_tuning.block_n = static_cast<int>(tiling_knob(lookup("HEED_CUDA_WGMMA_KEYS")));

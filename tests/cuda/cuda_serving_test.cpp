@@ -6,8 +6,8 @@
 // device metadata, which must not fault (run it under compute-sanitizer memcheck) nor write
 // outside out. Outputs poisoned before each run; metadata on the device; the pages no sequence
 // reads and the unread tails of read pages hold NaN. On a 9.0 device 16-bit cases with pages of a
-// multiple of 16 (and ragged ones) must run the TMA kernel. Label `gpu`: skipped without a
-// device. HEED_CUDA_VECTOR=fma / mma pick the kernel (tests/CMakeLists.txt runs both).
+// multiple of 16 (any, under HEED_CUDA_VECTOR=tma-rows) and ragged ones must run the TMA kernel. Label `gpu`: skipped without a
+// device. HEED_CUDA_VECTOR=fma / mma / tma-rows pick the kernel (tests/CMakeLists.txt runs each).
 
 #include <gtest/gtest.h>
 
@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -51,6 +52,12 @@ std::vector<ServingCase> shapes() {
        .causal = true, .window = 100, .head_major = true, .table_pad = 3},
       {.name = "decode_ps256_softcap_shared", .paged = true, .q_lens = {1, 1, 1}, .kv_lens = {600, 17, 300},
        .decode = true, .page_size = 256, .q_heads = 2, .kv_heads = 2, .softcap = 5.0f, .shared_pages = 1},
+      {.name = "decode_ps8_head_major_shared", .paged = true, .q_lens = {1, 1, 1}, .kv_lens = {300, 9, 0},
+       .decode = true, .page_size = 8, .q_heads = 8, .kv_heads = 2, .head_dim = 128, .value_dim = 128,
+       .head_major = true, .shared_pages = 1, .table_pad = 1},
+      {.name = "decode_ps3_d96_window", .paged = true, .q_lens = {1, 1}, .kv_lens = {1000, 40}, .decode = true,
+       .page_size = 3, .q_heads = 4, .kv_heads = 1, .head_dim = 96, .value_dim = 96, .causal = true,
+       .window = 200},
       {.name = "decode_ps7_d80_dv48", .paged = true, .q_lens = {1, 1}, .kv_lens = {90, 13}, .decode = true,
        .page_size = 7, .q_heads = 4, .kv_heads = 4, .head_dim = 80, .value_dim = 48},
       {.name = "chunked_prefill_ps16", .paged = true, .q_lens = {3, 1, 0, 4}, .kv_lens = {40, 33, 10, 4},
@@ -89,13 +96,18 @@ std::vector<ServingCase> shapes() {
 }
 
 // Whether the plan must name the TMA kernel: a 9.0 device and a build with sm_90a code, 16-bit,
-// a TMA head class that holds D / Dv, ragged rows or pages of a multiple of 16, no
-// HEED_CUDA_VECTOR override.
+// a TMA head class that holds D / Dv, ragged rows or pages of a multiple of 16 (any pages under
+// HEED_CUDA_VECTOR=tma-rows), no HEED_CUDA_VECTOR=fma / mma.
 bool expects_tma(const ServingCase& c, const AttentionPlan& plan) {
 #if defined(HEED_CUDA_SM90A)
-  const bool overridden = plan.explain().find("HEED_CUDA_VECTOR=") != std::string::npos;
+  const std::string explained = plan.explain();
+  const bool overridden = explained.find("HEED_CUDA_VECTOR=fma") != std::string::npos ||
+                          explained.find("HEED_CUDA_VECTOR=mma") != std::string::npos;
+  const char* asked = std::getenv("HEED_CUDA_VECTOR");
+  const bool rows = asked != nullptr && std::string(asked) == "tma-rows";
   return on_hopper() && !overridden && c.dtype != DType::Float32 &&
-         plan::cuda::vector_tma_head_class(c.head_dim, c.value_dim) != 0 && (!c.paged || c.page_size % 16 == 0);
+         plan::cuda::vector_tma_head_class(c.head_dim, c.value_dim) != 0 &&
+         (!c.paged || c.page_size % 16 == 0 || rows);
 #else
   (void)c;
   (void)plan;
@@ -394,7 +406,7 @@ TEST_P(CudaServingFuzz, GarbageMetadataDoesNotFault) {
   std::mt19937_64 rng(seed_of(std::string("fuzz_") + short_name(dtype)));
   for (int round = 0; round < 8; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
-    for (const std::int64_t page_size : {7, 16}) fuzz_paged(dtype, page_size, rng);
+    for (const std::int64_t page_size : {1, 7, 16}) fuzz_paged(dtype, page_size, rng);
     fuzz_ragged(dtype, rng);
   }
 }

@@ -538,9 +538,13 @@ TEST(CudaPlan, PagedDecodeTakesTheTmaKernelWhereDenseDoes) {
   }
 }
 
-// Pages of no multiple of 16 keys keep the cp.async kernels, and the plan says why; so do the
-// overrides, other devices and builds, as for dense calls.
-TEST(CudaPlan, PagedDecodeSaysWhyNotTma) {
+// Pages of no multiple of 16 keys keep the cp.async kernels, and the plan says why; asked
+// (HEED_CUDA_VECTOR=tma-rows), they take the TMA kernel by row copies, its ring holding rows at
+// the padded pitch. The overrides, other devices and builds keep the cp.async kernels, as for
+// dense calls.
+TEST(CudaPlan, PagedDecodeOfOddPagesCopiesRowsWhereAsked) {
+  plan::PlanOverrides rows;
+  rows.cuda_vector = plan::CudaVectorKernel::TmaRows;
   for (std::int64_t page_size : {1, 7, 8, 24}) {
     for (const std::int64_t q_heads : {32, 64}) {  // 4 rows per key head (CUDA cores), 8 (tensor cores)
       const plan::CudaRoute r = plan::plan_cuda(paged_decode(16, q_heads, 8, 8192, page_size, 128, DType::BFloat16),
@@ -552,7 +556,24 @@ TEST(CudaPlan, PagedDecodeSaysWhyNotTma) {
       EXPECT_TRUE(mentions(r, q_heads == 32 ? "each step's block-table entries read a step ahead of its copies"
                                             : "one block-table read per page run"));
     }
+    for (const std::int64_t head_dim : {64, 128, 256}) {
+      const plan::CudaRoute r =
+          plan::plan_cuda(paged_decode(16, 32, 8, 8192, page_size, head_dim, DType::BFloat16), h200_tma(), rows);
+      SCOPED_TRACE(r.plan.explain());
+      EXPECT_EQ(r.plan.kernel_name, "heed_cuda_vector_tma_bf16");
+      EXPECT_TRUE(r.vector.row_copies);
+      const std::int64_t pitch = 2 * head_dim + 16;
+      EXPECT_EQ(plan::cuda::vector_tma_row_pitch(r.vector.head_class), pitch);
+      EXPECT_GE(r.vector.shared_bytes, std::int64_t{r.vector.ring_items} * r.vector.warps * 16 * pitch);
+      EXPECT_TRUE(mentions(r, format("{} bytes apart in its ring", pitch)));
+      EXPECT_TRUE(mentions(r, format("pages of {} keys are no multiple of 16", page_size)));
+      EXPECT_TRUE(mentions(r, "by one bulk copy per key row at (row, key head, page)"));
+    }
   }
+  const plan::CudaRoute boxes =
+      plan::plan_cuda(paged_decode(16, 32, 8, 8192, 16, 128, DType::BFloat16), h200_tma(), rows);
+  EXPECT_FALSE(boxes.vector.row_copies);
+  EXPECT_TRUE(boxes.vector.tma);
   const plan::Problem p16 = paged_decode(16, 64, 8, 8192, 16, 128, DType::BFloat16);
   plan::PlanOverrides mma;
   mma.cuda_vector = plan::CudaVectorKernel::Mma;

@@ -42,6 +42,7 @@ TEST(PlanOverrides, ReadFromTheVariablesByTheirDocumentedValues) {
   EXPECT_EQ(parse({"HEED_CUDA_VECTOR=fma"}).cuda_vector, plan::CudaVectorKernel::Fma);
   EXPECT_EQ(parse({"HEED_CUDA_VECTOR=mma"}).cuda_vector, plan::CudaVectorKernel::Mma);
   EXPECT_EQ(parse({"HEED_CUDA_VECTOR=tma"}).cuda_vector, plan::CudaVectorKernel::Auto);
+  EXPECT_EQ(parse({"HEED_CUDA_VECTOR=tma-rows"}).cuda_vector, plan::CudaVectorKernel::TmaRows);
   EXPECT_EQ(parse({"HEED_CUDA_TILED=mma"}).cuda_tiled, plan::CudaTiledKernel::Mma);
   EXPECT_EQ(parse({"HEED_CUDA_TILED=wgmma"}).cuda_tiled, plan::CudaTiledKernel::Wgmma);
   EXPECT_EQ(parse({"HEED_CUDA_TILED=MMA"}).cuda_tiled, plan::CudaTiledKernel::Auto);
