@@ -320,7 +320,8 @@ std::vector<std::int64_t> garbage(std::size_t count, std::mt19937_64& rng) {
 }
 
 // Paged decode and chunked prefill on a garbage block table, seqlens_k and cu_seqlens_q. On
-// Hopper page 7 takes the wgmma kernel's row copies, page 16 its TMA boxes (cuda_tables.hpp).
+// Hopper pages 1 and 7 take the wgmma kernel's row copies (and, under HEED_CUDA_VECTOR=tma-rows,
+// the TMA vector kernel's), page 16 their TMA boxes (cuda_tables.hpp).
 void fuzz_paged(DType dtype, std::int64_t page_size, std::mt19937_64& rng) {
   SCOPED_TRACE(::testing::Message() << "page size " << page_size);
   const std::int64_t batch = 6, q_heads = 4, kv_heads = 2, head_dim = 64, num_pages = 8, max_pages = 5;
