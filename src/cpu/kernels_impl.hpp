@@ -218,16 +218,62 @@ class RowPrefetch {
   std::int64_t bytes_ = 0, row_bytes_ = 0, ahead_ = 0, end_row_ = 0;
 };
 
+// The K and V row offsets of one chunk of keys (heads_task), key head 0's: looked up once for
+// every head, since each reads the same rows and a paged key's page costs a division; a key
+// head adds its head stride. `v_whole[g]`: keys 16g .. 16g + 15 lie at one V stride.
+struct ChunkRows {
+  static constexpr std::int64_t kMax = plan::cpu::kVectorHeadsKeyChunk;
+  std::int64_t count = 0;
+  std::int64_t k[kMax], v[kMax];
+  bool v_whole[(kMax + kKeyLanes - 1) / kKeyLanes];
+};
+
+void chunk_rows(const Call& p, const Sequence& seq, std::int64_t key, std::int64_t count, ChunkRows& c) {
+  KeyRows k_rows(p, p.k_strides, seq, 0), v_rows(p, p.v_strides, seq, 0);
+  c.count = std::clamp<std::int64_t>(count, 0, ChunkRows::kMax);
+  for (std::int64_t j = 0; j < c.count; ++j) {
+    c.k[j] = k_rows.offset(key + j);
+    c.v[j] = v_rows.offset(key + j);
+  }
+  for (std::int64_t j = 0; j < c.count; j += kKeyLanes) {
+    c.v_whole[j / kKeyLanes] = v_rows.run(key + j) >= std::min(kKeyLanes, c.count - j);
+  }
+}
+
+#if defined(__AVX512F__)
+// bfloat16 key rows read in place against q in pair order (dot_all_rows_pairs).
+bool scores_in_pairs(const Call& p) { return p.dtype == DType::BFloat16 && p.k_strides[3] == 1 && p.head_dim % 32 == 0; }
+#endif
+
 // Few rows (decode): each key row is read once, in place where it is float32, and scored
 // against every row; no transposed tile is built.
-// Rows are requested `ahead` rows ahead (RowPrefetch; 0: kVectorPrefetchBytes ahead).
+// Rows are requested `ahead` rows ahead (RowPrefetch; 0: kVectorPrefetchBytes ahead), or, given
+// the chunk's rows (`now`, heads_task), the same rows of the next chunk (`next`). `q_paired`: the
+// caller keeps t.q in pair order (scores_in_pairs), so it is not reordered per call.
 template <typename RowOf>
 void fold_key_rows(const Call& p, const Workspace& t, const Sequence& seq, std::int64_t kv_head,
-                   std::int64_t rows, RowOf row_of, std::int64_t key, std::int64_t count, std::int64_t ahead = 0) {
+                   std::int64_t rows, RowOf row_of, std::int64_t key, std::int64_t count, std::int64_t ahead = 0,
+                   const ChunkRows* now = nullptr, const ChunkRows* next = nullptr, [[maybe_unused]] bool q_paired = false) {
   const std::int64_t ldk = round_up_lanes(count);
   KeyRows k_rows(p, p.k_strides, seq, kv_head), v_rows(p, p.v_strides, seq, kv_head);
-  RowPrefetch k_ahead(p, p.k, p.k_strides, seq, kv_head, p.head_dim, ahead);
-  RowPrefetch v_ahead(p, p.v, p.v_strides, seq, kv_head, p.value_dim, ahead);
+  RowPrefetch k_ahead(p, p.k, p.k_strides, seq, kv_head, p.head_dim, now != nullptr ? 0 : ahead);
+  RowPrefetch v_ahead(p, p.v, p.v_strides, seq, kv_head, p.value_dim, now != nullptr ? 0 : ahead);
+  const std::int64_t k_head = kv_head * p.k_strides[1], v_head = kv_head * p.v_strides[1];
+  const auto k_offset = [&](std::int64_t j) { return now != nullptr ? now->k[j] + k_head : k_rows.offset(key + j); };
+  const auto v_offset = [&](std::int64_t j) { return now != nullptr ? now->v[j] + v_head : v_rows.offset(key + j); };
+  const auto bytes = static_cast<std::int64_t>(size_of(p.dtype));
+  const auto prefetch = [&](const void* base, std::int64_t offset, std::int64_t width) {
+    const char* row = static_cast<const char*>(base) + offset * bytes;
+    for (std::int64_t line = 0; line < width * bytes; line += 64) __builtin_prefetch(row + line, 0, 1);
+  };
+  const auto k_prefetch = [&](std::int64_t j) {
+    if (now == nullptr) return k_ahead.at(key + j);
+    if (next != nullptr && j < next->count && p.k_strides[3] == 1) prefetch(p.k, next->k[j] + k_head, p.head_dim);
+  };
+  const auto v_prefetch = [&](std::int64_t j) {
+    if (now == nullptr) return v_ahead.at(key + j);
+    if (next != nullptr && j < next->count && p.v_strides[3] == 1) prefetch(p.v, next->v[j] + v_head, p.value_dim);
+  };
   // 16-bit rows with a contiguous last dimension are widened in registers, not copied.
   const auto each_row = [&](const void* base, std::int64_t offset, std::int64_t stride, std::int64_t width,
                             float* buffer, auto&& use) {
@@ -236,21 +282,22 @@ void fold_key_rows(const Call& p, const Workspace& t, const Sequence& seq, std::
     use(row_as_float(base, p.dtype, offset, stride, width, buffer));
   };
 #if defined(__AVX512F__)
-  if (p.dtype == DType::BFloat16 && p.k_strides[3] == 1 && p.head_dim % 32 == 0) {
+  if (scores_in_pairs(p)) {
     // q in pair order in k_row (kKeyLanes × D floats, unused here: the key rows are read in
     // place); group_task sends at most kDirectMaxRows rows here.
     static_assert(kDirectMaxRows <= kKeyLanes, "q's rows in pair order fit k_row");
-    microkernel::pair_order(t.q, rows, p.head_dim, t.k_row);
+    if (!q_paired) microkernel::pair_order(t.q, rows, p.head_dim, t.k_row);
+    const float* q = q_paired ? t.q : t.k_row;
     const auto* k = static_cast<const microkernel::Bf16*>(p.k);
     for (std::int64_t j = 0; j < count; ++j) {
-      k_ahead.at(key + j);
-      microkernel::dot_all_rows_pairs(t.k_row, rows, p.head_dim, k + k_rows.offset(key + j), t.scores + j, ldk);
+      k_prefetch(j);
+      microkernel::dot_all_rows_pairs(q, rows, p.head_dim, k + k_offset(j), t.scores + j, ldk);
     }
   } else
 #endif
   for (std::int64_t j = 0; j < count; ++j) {
-    k_ahead.at(key + j);
-    each_row(p.k, k_rows.offset(key + j), p.k_strides[3], p.head_dim, t.k_row, [&](const auto* k) {
+    k_prefetch(j);
+    each_row(p.k, k_offset(j), p.k_strides[3], p.head_dim, t.k_row, [&](const auto* k) {
       microkernel::dot_all_rows(t.q, rows, p.head_dim, k, t.scores + j, ldk);
     });
   }
@@ -265,15 +312,15 @@ void fold_key_rows(const Call& p, const Workspace& t, const Sequence& seq, std::
     const auto accumulate = [&](const auto* v) {
       for (std::int64_t j = 0; j < count; j += kKeyLanes) {
         const std::int64_t n = std::min(kKeyLanes, count - j);
-        for (std::int64_t i = j; i < j + n; ++i) v_ahead.at(key + i);
-        if (v_rows.run(key + j) >= n) {
-          microkernel::accumulate_values(t.scores + j, ldk, rows, n, v + v_rows.offset(key + j), p.v_strides[2],
+        for (std::int64_t i = j; i < j + n; ++i) v_prefetch(i);
+        if (now != nullptr ? now->v_whole[j / kKeyLanes] : v_rows.run(key + j) >= n) {
+          microkernel::accumulate_values(t.scores + j, ldk, rows, n, v + v_offset(j), p.v_strides[2],
                                          p.value_dim, t.accum);
           continue;
         }
         // Keys that straddle pages: the same product over each key's own row.
         const std::remove_reference_t<decltype(*v)>* gathered[kKeyLanes];
-        for (std::int64_t i = 0; i < n; ++i) gathered[i] = v + v_rows.offset(key + j + i);
+        for (std::int64_t i = 0; i < n; ++i) gathered[i] = v + v_offset(j + i);
         microkernel::accumulate_gathered_values(t.scores + j, ldk, rows, n, gathered, p.value_dim, t.accum);
       }
     };
@@ -281,8 +328,8 @@ void fold_key_rows(const Call& p, const Workspace& t, const Sequence& seq, std::
     return accumulate(static_cast<const microkernel::F16*>(p.v));
   }
   for (std::int64_t j = 0; j < count; ++j) {
-    v_ahead.at(key + j);
-    each_row(p.v, v_rows.offset(key + j), p.v_strides[3], p.value_dim, t.v, [&](const auto* v) {
+    v_prefetch(j);
+    each_row(p.v, v_offset(j), p.v_strides[3], p.value_dim, t.v, [&](const auto* v) {
       microkernel::axpy_all_rows(t.scores + j, ldk, rows, v, p.value_dim, t.accum);
     });
   }
@@ -422,17 +469,37 @@ void heads_task(const Call& p, const plan::CpuRoute& r, std::byte* scratch, int 
     return t;
   };
   const auto rows_of = [&](std::int64_t h) { return Rows{h, 0, seq.q_len, p.group}; };
+  // Each head's q put in pair order once, not once per chunk.
+#if defined(__AVX512F__)
+  const bool paired = scores_in_pairs(p) && all.size() <= kDirectMaxRows;
+#else
+  const bool paired = false;
+#endif
   for (std::int64_t h = 0; h < p.kv_heads; ++h) {
     const Workspace t = state(h);
     for (std::int64_t row = 0; row < all.size(); ++row) start_row(p, t, seq, row, rows_of(h)(row));
+#if defined(__AVX512F__)
+    if (paired) {
+      microkernel::pair_order(t.q, all.size(), p.head_dim, t.k_row);
+      std::copy(t.k_row, t.k_row + all.size() * p.head_dim, t.q);
+    }
+#endif
   }
   const std::int64_t key_begin = score::keys_for_row(p, seq, 0).begin + block * r.keys_per_block;
   const KeyRange keys = keys_of_rows(p, seq, all, key_begin, key_begin + r.keys_per_block);
+  // Each chunk's rows looked up once for all heads, the next chunk's a chunk ahead (past the
+  // block too, as far as the sequence goes: the next block's first rows, only requested).
+  ChunkRows chunks[2];
+  int current = 0;
+  if (keys.begin < keys.end) chunk_rows(p, seq, keys.begin, std::min(r.key_chunk, keys.end - keys.begin), chunks[0]);
   for (std::int64_t key = keys.begin; key < keys.end; key += r.key_chunk) {
     const std::int64_t count = std::min(r.key_chunk, keys.end - key);
+    chunk_rows(p, seq, key + r.key_chunk, std::min(r.key_chunk, seq.kv_len - key - r.key_chunk), chunks[current ^ 1]);
     for (std::int64_t h = 0; h < p.kv_heads; ++h) {
-      fold_key_rows(p, state(h), seq, h, all.size(), rows_of(h), key, count, r.key_chunk);
+      fold_key_rows(p, state(h), seq, h, all.size(), rows_of(h), key, count, r.key_chunk, &chunks[current],
+                    &chunks[current ^ 1], paired);
     }
+    current ^= 1;
   }
   const std::int64_t partial_floats = r.vector_rows * (p.value_dim + 2);
   for (std::int64_t h = 0; h < p.kv_heads; ++h) {
