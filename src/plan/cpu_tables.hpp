@@ -27,7 +27,7 @@ inline constexpr std::int64_t kVectorPrefetchBytes = 8192;
 // Keys per score chunk where one task reads every key head of its rows (K and V in [.., L, Hkv,
 // E] order): the chunk's rows, all heads, stay in L2 while each head passes over them. Cases:
 // heed_serving_bench's paged decode and dense [B, Lk, Hkv, D].
-inline constexpr std::int64_t kVectorHeadsKeyChunk = 32;
+inline constexpr std::int64_t kVectorHeadsKeyChunk = 64;
 
 // Keys per score block of the fused micro-kernels (one AVX-512 register of float32).
 inline constexpr std::int64_t kKeyLanes = 16;
