@@ -3,7 +3,7 @@
 // ragged prefill against one dense call per sequence (FLOPs over real tokens per second). Prints
 // the CPU's ceilings measured in the same run first.
 //
-//   heed_serving_bench [--reps N]   (N: rounds of paged decode, calls of ragged prefill; default 21)
+//   heed_serving_bench [--reps N]   (N: rounds of each comparison; default 21)
 
 #include <algorithm>
 #include <chrono>
@@ -43,14 +43,6 @@ double seconds_of(const std::function<void()>& call) {
 double median(std::vector<double> x) {
   std::sort(x.begin(), x.end());
   return x[x.size() / 2];
-}
-
-// Median seconds of `reps` calls after one warm-up.
-double median_seconds(int reps, const std::function<void()>& call) {
-  call();
-  std::vector<double> times;
-  for (int rep = 0; rep < reps; ++rep) times.push_back(seconds_of(call));
-  return median(times);
 }
 
 // One form of the decode cache and its call.
@@ -187,9 +179,9 @@ void ragged_prefill(int sequences, std::int64_t shortest, std::int64_t longest, 
   TensorView kr(k.data(), DType::BFloat16, Shape{total, kKvHeads, kHeadDim});
   TensorView vr(v.data(), DType::BFloat16, Shape{total, kKvHeads, kHeadDim});
   TensorView orr(out.data(), DType::BFloat16, Shape{total, kQHeads, kHeadDim});
-  const double ragged = median_seconds(reps, [&] { heed::attention_varlen(qr, kr, vr, batch, orr, scale, options); });
+  const std::function<void()> ragged_call = [&] { heed::attention_varlen(qr, kr, vr, batch, orr, scale, options); };
   // Each sequence a dense [1, H, L, D] view of the same rows.
-  const double dense = median_seconds(reps, [&] {
+  const std::function<void()> dense_call = [&] {
     for (int b = 0; b < sequences; ++b) {
       const std::int64_t first = cu[static_cast<std::size_t>(b)], l = cu[static_cast<std::size_t>(b) + 1] - first;
       const auto view = [&](std::vector<std::uint16_t>& data, std::int64_t heads) {
@@ -199,14 +191,31 @@ void ragged_prefill(int sequences, std::int64_t shortest, std::int64_t longest, 
       TensorView o = view(out, kQHeads);
       heed::attention(view(q, kQHeads), view(k, kKvHeads), view(v, kKvHeads), o, scale, options);
     }
-  });
+  };
+  // Round by round, as paged decode: each round's ratio pairs calls made moments apart (the order
+  // alternating between rounds), so that the machine's drift cancels.
+  ragged_call();
+  dense_call();
+  std::vector<double> ragged_times, dense_times, ratios;
+  for (int rep = 0; rep < reps; ++rep) {
+    const bool ragged_first = rep % 2 == 0;
+    const double first = seconds_of(ragged_first ? ragged_call : dense_call);
+    const double second = seconds_of(ragged_first ? dense_call : ragged_call);
+    ragged_times.push_back(ragged_first ? first : second);
+    dense_times.push_back(ragged_first ? second : first);
+    ratios.push_back(dense_times.back() / ragged_times.back());
+  }
+  const double ragged = median(ragged_times), dense = median(dense_times);
+  std::sort(ratios.begin(), ratios.end());
   std::printf("ragged prefill %d sequences of %lld-%lld (%lld rows), %s, Hq %lld / Hkv %lld, D %lld, bf16\n",
               sequences, static_cast<long long>(shortest), static_cast<long long>(longest),
               static_cast<long long>(total), causal ? "causal" : "not causal", static_cast<long long>(kQHeads),
               static_cast<long long>(kKvHeads), static_cast<long long>(kHeadDim));
   std::printf("  dense, one call per sequence %8.3f ms  %7.1f GFLOP/s\n", dense * 1e3, flops / dense * 1e-9);
-  std::printf("  ragged, one call             %8.3f ms  %7.1f GFLOP/s  ragged / dense %.3f\n", ragged * 1e3,
-              flops / ragged * 1e-9, dense / ragged);
+  std::printf("  ragged, one call             %8.3f ms  %7.1f GFLOP/s  ragged / dense %.3f (rounds' quartiles "
+              "%.3f-%.3f)\n",
+              ragged * 1e3, flops / ragged * 1e-9, ratios[ratios.size() / 2], ratios[ratios.size() / 4],
+              ratios[ratios.size() * 3 / 4]);
 }
 
 }  // namespace
