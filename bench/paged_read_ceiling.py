@@ -113,7 +113,9 @@ extern "C" __global__ void __launch_bounds__(128) bulk_rows(const char* __restri
 KV_HEADS = 8
 
 
-def rate(kernel, batch, keys, page_size, heads_fastest, all_heads, shuffled, keys_per_block=512):
+def paged_cache(batch, keys, page_size, shuffled):
+    """K, V as uint32 words of a [pages, page_size, Hkv, 128] bfloat16 cache, the block table, and
+    the words one of K or V holds in 16-byte units."""
     max_pages = keys // page_size
     pages = batch * max_pages
     words = pages * page_size * KV_HEADS * 16
@@ -122,48 +124,11 @@ def rate(kernel, batch, keys, page_size, heads_fastest, all_heads, shuffled, key
     order = np.arange(pages, dtype=np.int32)
     if shuffled:
         np.random.default_rng(page_size).shuffle(order)
-    table = cp.asarray(order.reshape(batch, max_pages))
-    sink = cp.zeros(1, dtype=cp.uint32)
-    if all_heads:
-        keys_per_block //= KV_HEADS  # as many bytes per block as one head's 512 keys
-        grid = (keys // keys_per_block, 1, batch)
-    else:
-        grid = (KV_HEADS, keys // keys_per_block, batch) if heads_fastest else (keys // keys_per_block, KV_HEADS, batch)
-    args = (k, v, table, np.int32(max_pages), np.int32(page_size), np.int32(KV_HEADS), np.int32(keys_per_block),
-            np.int32(heads_fastest), np.int32(all_heads), sink)
-    for _ in range(3):
-        kernel(grid, (128,), args)
-    start, end = cp.cuda.Event(), cp.cuda.Event()
-    rounds = []
-    for _ in range(10):
-        start.record()
-        for _ in range(10):
-            kernel(grid, (128,), args)
-        end.record()
-        end.synchronize()
-        rounds.append(cp.cuda.get_elapsed_time(start, end) / 10)
-    ms = sorted(rounds)[len(rounds) // 2]
-    return ms * 1e3, 2 * words * 16 / (ms * 1e-3) / 1e12
+    return k, v, cp.asarray(order.reshape(batch, max_pages)), max_pages, words
 
 
-def bulk_rate(kernel, batch, keys, page_size, shuffled, ring, blocks_per_sm, keys_per_block=512):
-    max_pages = keys // page_size
-    pages = batch * max_pages
-    words = pages * page_size * KV_HEADS * 16
-    k = cp.ones(words * 4, dtype=cp.uint32)
-    v = cp.full(words * 4, 2, dtype=cp.uint32)
-    order = np.arange(pages, dtype=np.int32)
-    if shuffled:
-        np.random.default_rng(page_size).shuffle(order)
-    table = cp.asarray(order.reshape(batch, max_pages))
-    sink = cp.zeros(1, dtype=cp.uint32)
-    # The ring, padded so that at most blocks_per_sm blocks fit an SM's 228 KiB.
-    shared = max(4 * ring * 16 * 272, (228 << 10) // (blocks_per_sm + 1) + 1024)
-    kernel.max_dynamic_shared_size_bytes = shared
-    grid = (keys // keys_per_block, KV_HEADS, batch)
-    args = (k, v, table, np.int32(max_pages), np.int32(page_size), np.int32(KV_HEADS), np.int32(keys_per_block),
-            np.int32(ring), sink)
-    launch = lambda: kernel(grid, (128,), args, shared_mem=shared)
+def timed(launch, words):
+    """Microseconds and TB/s (K and V bytes) of `launch`: the median of 10 rounds of 10 launches."""
     for _ in range(3):
         launch()
     start, end = cp.cuda.Event(), cp.cuda.Event()
@@ -177,6 +142,31 @@ def bulk_rate(kernel, batch, keys, page_size, shuffled, ring, blocks_per_sm, key
         rounds.append(cp.cuda.get_elapsed_time(start, end) / 10)
     ms = sorted(rounds)[len(rounds) // 2]
     return ms * 1e3, 2 * words * 16 / (ms * 1e-3) / 1e12
+
+
+def rate(kernel, batch, keys, page_size, heads_fastest, all_heads, shuffled, keys_per_block=512):
+    k, v, table, max_pages, words = paged_cache(batch, keys, page_size, shuffled)
+    sink = cp.zeros(1, dtype=cp.uint32)
+    if all_heads:
+        keys_per_block //= KV_HEADS  # as many bytes per block as one head's 512 keys
+        grid = (keys // keys_per_block, 1, batch)
+    else:
+        grid = (KV_HEADS, keys // keys_per_block, batch) if heads_fastest else (keys // keys_per_block, KV_HEADS, batch)
+    args = (k, v, table, np.int32(max_pages), np.int32(page_size), np.int32(KV_HEADS), np.int32(keys_per_block),
+            np.int32(heads_fastest), np.int32(all_heads), sink)
+    return timed(lambda: kernel(grid, (128,), args), words)
+
+
+def bulk_rate(kernel, batch, keys, page_size, shuffled, ring, blocks_per_sm, keys_per_block=512):
+    k, v, table, max_pages, words = paged_cache(batch, keys, page_size, shuffled)
+    sink = cp.zeros(1, dtype=cp.uint32)
+    # The ring, padded so that at most blocks_per_sm blocks fit an SM's 228 KiB.
+    shared = max(4 * ring * 16 * 272, (228 << 10) // (blocks_per_sm + 1) + 1024)
+    kernel.max_dynamic_shared_size_bytes = shared
+    grid = (keys // keys_per_block, KV_HEADS, batch)
+    args = (k, v, table, np.int32(max_pages), np.int32(page_size), np.int32(KV_HEADS), np.int32(keys_per_block),
+            np.int32(ring), sink)
+    return timed(lambda: kernel(grid, (128,), args, shared_mem=shared), words)
 
 
 def main():
